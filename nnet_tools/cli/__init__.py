@@ -1,0 +1,1 @@
+"""Thin click programs: option parsing plus one library call each."""

@@ -1,0 +1,24 @@
+"""What every program shares: logging set-up and turning NnetError into one line + exit 1."""
+import functools
+import sys
+
+from .. import log
+from ..errors import NnetError
+
+
+def program(name):
+    """Decorate a click command body: Kaldi logging, and bad input -> one ERROR line, exit 1."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            log.setup(name, kwargs.get("verbose", 0) or 0)
+            try:
+                return fn(*args, **kwargs)
+            except NnetError as e:
+                print(f"ERROR ({name}) {e}", file=sys.stderr, flush=True)
+                sys.exit(1)
+            except KeyboardInterrupt:
+                print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)
+                sys.exit(130)
+        return run
+    return wrap
