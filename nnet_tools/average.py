@@ -1,0 +1,36 @@
+"""Parameter averaging (Kaldi's nnet3-average): a weighted mean over every float tensor of the
+models, parameters and stored statistics (batch-norm) alike."""
+import torch
+
+from .errors import NnetError
+from .log import logger
+
+
+def check_same_structure(models, paths):
+    ref = models[0].config
+    for model, path in zip(models[1:], paths[1:]):
+        if model.config != ref:
+            raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
+
+
+def normalized_weights(weights, n):
+    if weights is None:
+        return [1.0 / n] * n
+    if len(weights) != n or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise NnetError(f"--weights: need {n} non-negative weights with a positive sum, got {weights}")
+    total = sum(weights)
+    if abs(total - 1.0) > 0.01:
+        logger.warning(f"Weights sum to {total}, normalizing to sum to one.")
+    return [w / total for w in weights]
+
+
+@torch.no_grad()
+def average_into(target, models, weights):
+    """target's float tensors := sum_i w_i model_i's; integer buffers come from the first model."""
+    states = [m.state_dict() for m in models]
+    for key, value in target.state_dict().items():
+        if value.is_floating_point():
+            value.copy_(sum(w * s[key].to(value.device) for w, s in zip(weights, states)))
+        else:
+            value.copy_(states[0][key])
+    return target

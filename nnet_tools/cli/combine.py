@@ -1,0 +1,30 @@
+import click
+
+from .. import average, combine, device, egs, model_io
+from ..log import logger
+from .common import program
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--max-objective-evaluations", type=int, default=30)
+@click.option("--use-gpu", default="yes", help="yes|no|wait; without CUDA, yes falls back to CPU.")
+@click.argument("args", nargs=-1, required=True)
+@program("nnet-combine")
+def main(args, max_objective_evaluations, use_gpu):
+    """Combine the newest models into the best uniform average on combine egs.
+
+    MODEL1 ... MODELN COMBINE_EGS MODEL_OUT, models newest first (Kaldi's nnet3-combine).
+
+    \b
+    Example:
+      nnet-combine exp/nnet/40.mdl exp/nnet/39.mdl exp/nnet/38.mdl exp/nnet/egs/combine.egs exp/nnet/final.mdl
+    """
+    if len(args) < 3:
+        raise click.UsageError("need at least one model, the combine egs and the output model")
+    *paths, egs_path, out = args
+    models = [model_io.load(p) for p in paths]
+    average.check_same_structure(models, paths)
+    windows, labels = egs.EgsArchive(egs_path).all_frames(models[0])
+    best, *_ = combine.combine(models, windows, labels, max_objective_evaluations, device.select(use_gpu))
+    model_io.save(best, out)
+    logger.info(f"Wrote combined model to {out}")

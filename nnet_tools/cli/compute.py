@@ -1,0 +1,34 @@
+import click
+import numpy as np
+
+from .. import compute, device, model_io, tables
+from ..log import logger
+from .common import program
+
+
+@click.command()
+@click.option("--apply-exp", is_flag=True, help="Write posteriors instead of log-posteriors.")
+@click.option("--priors", default=None, help="Text vector of class priors: output log-posterior - log-prior.")
+@click.option("--use-gpu", default="no", help="yes|no|wait.")
+@click.argument("model")
+@click.argument("feats_rspecifier")
+@click.argument("output_wspecifier")
+@program("nnet-compute")
+def main(model, feats_rspecifier, output_wspecifier, apply_exp, priors, use_gpu):
+    """Run MODEL over every utterance of FEATS_RSPECIFIER; write log-posteriors as a matrix table.
+
+    \b
+    Example:
+      nnet-compute exp/nnet/final.mdl scp:data/test/feats.scp ark,t:exp/nnet/logpost.txt
+      nnet-compute --priors exp/nnet/priors.vec exp/nnet/final.mdl scp:data/test/feats.scp ark:- | latgen-faster ...
+    """
+    net = model_io.load(model)
+    log_priors = None if priors is None else compute.read_priors(priors, net.output_dim)
+    dev = device.select(use_gpu)
+    n = 0
+    with tables.MatrixWriter(output_wspecifier) as writer:
+        for key, feats in tables.read_matrices(feats_rspecifier):
+            out = compute.log_posteriors(net, feats, key, feats_rspecifier, log_priors, dev)
+            writer.write(key, np.exp(out) if apply_exp else out)
+            n += 1
+    logger.info(f"Processed {n} utterances.")

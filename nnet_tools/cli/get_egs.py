@@ -1,0 +1,36 @@
+import click
+
+from ..get_egs import EgsOptions, get_egs
+from .common import program
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--frames-per-eg", type=int, default=8, help="Consecutive labelled frames per eg.")
+@click.option("--left-context", type=int, default=4, help="Input frames before the first labelled frame (the model's).")
+@click.option("--right-context", type=int, default=4, help="Input frames after the last labelled frame (the model's).")
+@click.option("--samples-per-iter", type=int, default=400000, help="Target egs per archive; sets the archive count.")
+@click.option("--num-utts-subset", type=int, default=300, help="Utterances in valid_uttlist and in train_subset_uttlist.")
+@click.option("--num-frames-diagnostic", type=int, default=10000, help="Frames in valid_/train_diagnostic.egs.")
+@click.option("--num-train-frames-combine", type=int, default=60000, help="Train-subset frames in combine.egs.")
+@click.option("--num-valid-frames-combine", type=int, default=0, help="Valid frames in combine.egs.")
+@click.option("--srand", type=int, default=0, help="Seed for utterance lists, scattering and shuffling.")
+@click.option("--num-targets", type=int, default=None, help="Number of classes; a larger target id is an error. "
+              "Default: largest id + 1.")
+@click.option("--targets-length-tolerance", type=int, default=2,
+              help="Allowed difference between target and feature frame counts (nnet3-get-egs).")
+@click.option("--verbose", type=int, default=0)
+@click.argument("feats_rspecifier")
+@click.argument("targets_rspecifier")
+@click.argument("egs_dir")
+@program("nnet-get-egs")
+def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, **opts):
+    """Features + per-frame targets -> shuffled egs archives, diagnostic and combine egs, info/
+    (Kaldi's steps/nnet3/get_egs.sh). Targets are an int32-vector table of class ids, one per frame;
+    a one-frame utterance with one target is an image or utterance label (use --frames-per-eg 1).
+
+    \b
+    Example:
+      nnet-get-egs --frames-per-eg 8 --left-context 5 --right-context 5 --num-targets 10 \\
+          scp:data/train/feats.scp ark:data/train/targets.ark exp/nnet/egs
+    """
+    get_egs(feats_rspecifier, targets_rspecifier, egs_dir, EgsOptions(**opts))

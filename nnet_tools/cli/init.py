@@ -1,0 +1,28 @@
+import click
+import torch
+
+from .. import config, model_io
+from ..log import logger
+from ..nnet import Nnet
+from .common import program
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--srand", type=int, default=0, help="Seed for the random initial parameters.")
+@click.argument("config_file")
+@click.argument("model_out")
+@program("nnet-init")
+def main(config_file, model_out, srand):
+    """Initialise a model from a YAML config (see conf/*.yaml).
+
+    \b
+    Example:
+      nnet-init --srand 0 conf/digits.yaml exp/nnet/0.mdl
+    """
+    cfg = config.load(config_file)
+    torch.manual_seed(srand)
+    model = Nnet(cfg)
+    model_io.save(model, model_out)
+    n = sum(p.numel() for p in model.parameters())
+    logger.info(f"Initialized model with {n} parameters, left-context {model.left_context}, "
+                f"right-context {model.right_context}; wrote {model_out}")

@@ -1,0 +1,54 @@
+import os
+
+import click
+
+from .. import device, model_io, train
+from .. import egs as egs_mod
+from ..errors import NnetError
+from ..log import logger
+from .common import program
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--learning-rate", type=float, required=True, help="Actual learning rate of this job (x each layer's learning-rate-factor).")
+@click.option("--frame", type=int, default=0, help="Label position of each eg to train on (nnet3-copy-egs --frame).")
+@click.option("--minibatch-size", default="512", help="Kaldi minibatch rule, e.g. 512, 256,128 or 128=64/256=32.")
+@click.option("--momentum", type=float, default=0.0)
+@click.option("--max-param-change", type=float, default=2.0, help="Global per-minibatch limit on the parameter change.")
+@click.option("--shuffle-buffer-size", type=int, default=5000, help="nnet3-shuffle-egs buffer; 0 = full shuffle.")
+@click.option("--srand", type=int, default=0)
+@click.option("--print-interval", type=int, default=10)
+@click.option("--num-threads", type=int, default=0, help="CPU threads for torch (0 = torch's default).")
+@click.option("--use-gpu", default="yes", help="yes|no|wait; without CUDA, yes falls back to CPU.")
+@click.option("--job", type=int, default=None, help="With an egs dir: this job's number (JOB) in the iteration.")
+@click.option("--archives-processed", type=int, default=0, help="With an egs dir: archives processed before this iteration.")
+@click.option("--verbose", type=int, default=0)
+@click.argument("model_in")
+@click.argument("egs")
+@click.argument("model_out")
+@program("nnet-train-one-job")
+def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed, verbose, **opts):
+    """Train one job of one iteration: MODEL_IN + one egs archive -> MODEL_OUT.
+
+    EGS is an archive (then --frame picks the label position), or an egs dir with --job and
+    --archives-processed, which pick the archive and frame by Kaldi's rotation, so that a whole
+    iteration is one array submission.
+
+    \b
+    Examples:
+      nnet-train-one-job --learning-rate 0.0006 --frame 3 --srand 7 \\
+          exp/nnet/7.mdl exp/egs/egs.2.ark exp/nnet/8.1.mdl
+      nnet-queue local JOB=1:4 exp/nnet/log/train.7.JOB.log nnet-train-one-job --learning-rate 0.0012 \\
+          --srand 7 --job JOB --archives-processed 22 exp/nnet/7.mdl exp/egs exp/nnet/8.JOB.mdl
+    """
+    device.set_threads(num_threads)
+    dev = device.select(use_gpu)
+    if os.path.isdir(egs):
+        if job is None:
+            raise NnetError(f"{egs}: is an egs dir; give --job (and --archives-processed) or an archive file")
+        egs, opts["frame"] = egs_mod.job_archive(egs, job, archives_processed)
+        logger.info(f"Job {job}: training on {egs}, frame {opts['frame']}")
+    model = model_io.load(model_in)
+    train.train_one_job(model, egs_mod.EgsArchive(egs), train.TrainOptions(**opts), dev)
+    model_io.save(model, model_out)
+    logger.info(f"Wrote model to {model_out}")

@@ -1,0 +1,160 @@
+"""Model configs: a small YAML language in the spirit of Kaldi's xconfig.
+
+    input-dim: 40
+    splice: -5:5              # or a list of offsets, e.g. [-2, 0, 2]
+    natural-gradient: true    # default for every affine layer; per layer too: true | false | simple
+    layers:
+      - {name: tdnn1, type: relu-batchnorm, dim: 512}
+      - {name: tdnn2, type: relu-batchnorm-dropout, dim: 512, dropout-proportion: 0.1}
+      - {name: output, type: output, dim: 10}
+
+A hidden layer type is an affine transform followed by the parts named in its type, in order:
+``affine`` alone, or ``relu|tanh|sigmoid`` optionally followed by ``-batchnorm`` and/or ``-dropout``
+(a trailing ``-layer`` is accepted, as in xconfig). ``output`` is affine + log-softmax. Defaults follow
+Kaldi's xconfig: max-change 0.75 (1.5 for the output layer), learning-rate-factor 1, param-stddev
+1/sqrt(input dim) and bias-stddev 1 (0 and 0 for the output layer), dropout-proportion 0.5.
+"""
+import copy
+import re
+
+import yaml
+
+from .errors import NnetError
+
+NONLINEARITIES = ("relu", "tanh", "sigmoid")
+NG_KEYS = ("rank-in", "rank-out", "update-period", "num-samples-history", "alpha")
+LAYER_KEYS = {"name", "type", "dim", "max-change", "learning-rate-factor", "param-stddev",
+              "bias-stddev", "dropout-proportion", "natural-gradient", *NG_KEYS}
+TOP_KEYS = {"input-dim", "splice", "natural-gradient", "layers"}
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads ``-5:5`` as a base-60 integer (-305); splice ranges need it as a string."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+    list("-+0123456789"))
+
+
+def yaml_load(text_or_stream):
+    return yaml.load(text_or_stream, Loader=_Loader)
+
+
+def parse_splice(value, where):
+    """'-5:5' -> [-5..5]; '-2,0,2' or a list -> that list; an int -> [int]."""
+    try:
+        if isinstance(value, int):
+            offsets = [value]
+        elif isinstance(value, (list, tuple)):
+            offsets = [int(v) for v in value]
+        elif isinstance(value, str) and ":" in value:
+            lo, hi = (int(v) for v in value.split(":"))
+            offsets = list(range(lo, hi + 1))
+        else:
+            offsets = [int(v) for v in str(value).split(",")]
+    except ValueError:
+        raise NnetError(f"{where}: splice {value!r} is not 'a:b' or a list of integer offsets") from None
+    if not offsets or sorted(set(offsets)) != offsets:
+        raise NnetError(f"{where}: splice offsets {offsets} must be non-empty, increasing and distinct")
+    return offsets
+
+
+def _layer_parts(kind, where):
+    kind = kind[:-len("-layer")] if kind.endswith("-layer") else kind
+    if kind == "output":
+        return ["affine", "log-softmax"]
+    parts = kind.split("-")
+    ok = (parts == ["affine"]) or (parts[0] in NONLINEARITIES and
+                                    all(p in ("batchnorm", "dropout") for p in parts[1:]) and
+                                    len(set(parts[1:])) == len(parts[1:]))
+    if not ok:
+        raise NnetError(f"{where}: unknown layer type {kind!r} (use affine, output, or "
+                        f"relu|tanh|sigmoid[-batchnorm][-dropout])")
+    return ["affine"] + [p for p in parts if p != "affine"]
+
+
+def normalize(raw, where="<config>"):
+    """Check a config dict and fill in every default, so a model file holds the whole truth."""
+    if not isinstance(raw, dict):
+        raise NnetError(f"{where}: a model config must be a mapping")
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        raise NnetError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(TOP_KEYS)}")
+    for key in ("input-dim", "layers"):
+        if key not in raw:
+            raise NnetError(f"{where}: missing required key {key!r}")
+    input_dim = raw["input-dim"]
+    if not isinstance(input_dim, int) or input_dim <= 0:
+        raise NnetError(f"{where}: input-dim must be a positive integer, got {input_dim!r}")
+    default_ng = raw.get("natural-gradient", True)
+    layers_in = raw["layers"]
+    if not isinstance(layers_in, list) or not layers_in:
+        raise NnetError(f"{where}: layers must be a non-empty list")
+    layers, names = [], set()
+    for i, layer in enumerate(layers_in):
+        lw = f"{where}: layer {i + 1}"
+        if not isinstance(layer, dict):
+            raise NnetError(f"{lw}: must be a mapping like {{name: x, type: relu, dim: 256}}")
+        unknown = set(layer) - LAYER_KEYS
+        if unknown:
+            raise NnetError(f"{lw}: unknown key(s) {sorted(unknown)}")
+        name = str(layer.get("name", f"layer{i + 1}"))
+        if name in names:
+            raise NnetError(f"{lw}: duplicate layer name {name!r}")
+        names.add(name)
+        is_output = i == len(layers_in) - 1
+        parts = _layer_parts(str(layer.get("type", "output" if is_output else "relu")), lw)
+        if is_output != ("log-softmax" in parts):
+            raise NnetError(f"{lw}: exactly the last layer must be of type 'output'")
+        dim = layer.get("dim")
+        if not isinstance(dim, int) or dim <= 0:
+            raise NnetError(f"{lw} ({name}): dim must be a positive integer, got {dim!r}")
+        ng = layer.get("natural-gradient", default_ng)
+        if ng not in (True, False, "simple"):
+            raise NnetError(f"{lw} ({name}): natural-gradient must be true, false or simple")
+        out = {"name": name, "parts": parts, "dim": dim,
+               "max-change": float(layer.get("max-change", 1.5 if is_output else 0.75)),
+               "learning-rate-factor": float(layer.get("learning-rate-factor", 1.0)),
+               "param-stddev": layer.get("param-stddev", 0.0 if is_output else None),
+               "bias-stddev": float(layer.get("bias-stddev", 0.0 if is_output else 1.0)),
+               "natural-gradient": ng}
+        if "dropout" in parts:
+            out["dropout-proportion"] = float(layer.get("dropout-proportion", 0.5))
+        for key in NG_KEYS:
+            if key in layer:
+                out[key] = layer[key]
+        layers.append(out)
+    return {"input-dim": input_dim,
+            "splice": parse_splice(raw.get("splice", [0]), where),
+            "layers": layers}
+
+
+def load(path):
+    """Read and normalise a YAML model config file."""
+    try:
+        with open(path) as f:
+            raw = yaml_load(f)
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read model config: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise NnetError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    return normalize(raw, str(path))
+
+
+def to_yaml(cfg):
+    """A normalised config written back as YAML (for split sub-model configs and nnet-info)."""
+    out = copy.deepcopy(cfg)
+    for layer in out["layers"]:
+        parts = layer.pop("parts")
+        layer["type"] = "output" if "log-softmax" in parts else "-".join(p for p in parts if p != "affine") or "affine"
+    return yaml.safe_dump(out, sort_keys=False)
+
+
+def context(cfg):
+    """(left, right) context of the model, Kaldi's model_left_context / model_right_context."""
+    return -min(0, cfg["splice"][0]), max(0, cfg["splice"][-1])

@@ -1,0 +1,29 @@
+"""--use-gpu and --num-threads, as Kaldi programs take them."""
+import os
+
+import torch
+
+from .errors import NnetError
+from .log import logger
+
+
+def select(use_gpu):
+    """'yes' / 'wait' use CUDA when present and fall back to CPU with a warning; 'no' is CPU.
+
+    Under a cluster engine CUDA_VISIBLE_DEVICES already names the GPU the job was given."""
+    if use_gpu not in ("yes", "no", "wait", "optional"):
+        raise NnetError(f"--use-gpu must be yes, no, wait or optional, got {use_gpu!r}")
+    if use_gpu == "no":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        dev = torch.device("cuda")
+        logger.info(f"Using GPU {torch.cuda.get_device_name(dev)} "
+                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+        return dev
+    logger.warning("--use-gpu=%s but no CUDA device is available; running on CPU.", use_gpu)
+    return torch.device("cpu")
+
+
+def set_threads(num_threads):
+    if num_threads > 0:
+        torch.set_num_threads(num_threads)

@@ -1,0 +1,55 @@
+"""Objective and accuracy of a model on egs (Kaldi's nnet3-compute-prob)."""
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .log import logger
+
+EVAL_BATCH = 4096
+
+
+@dataclass
+class Stats:
+    objf: float      # summed log-likelihood
+    correct: float   # frames whose argmax matches the label
+    frames: int
+
+    def log(self):
+        logger.info(f"Overall log-likelihood for 'output' is {self.objf / self.frames:.6g} per frame, "
+                    f"over {self.frames} frames.")
+        logger.info(f"Overall accuracy for 'output' is {self.correct / self.frames:.6g} per frame, "
+                    f"over {self.frames} frames.")
+
+
+@torch.no_grad()
+def compute_prob(model, windows, labels, device="cpu"):
+    """Batch-norm and dropout in test mode, as nnet3-compute-prob's defaults."""
+    model.to(device).eval()
+    objf = correct = 0.0
+    for start in range(0, len(labels), EVAL_BATCH):
+        x = windows[start:start + EVAL_BATCH].to(device)
+        y = labels[start:start + EVAL_BATCH].to(device)
+        out = model(x)
+        objf += out.gather(1, y.unsqueeze(1)).sum().item()
+        correct += (out.argmax(1) == y).sum().item()
+    return Stats(objf, correct, len(labels))
+
+
+@torch.no_grad()
+def recompute_batchnorm_stats(model, windows, device="cpu"):
+    """Replace stored batch-norm statistics by exact averages over ``windows`` (nnet3-combine)."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    model.to(device).eval()
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average
+        m.train()
+    for start in range(0, len(windows), EVAL_BATCH):
+        model(windows[start:start + EVAL_BATCH].to(device))
+    for m, momentum in zip(bns, saved):
+        m.momentum = momentum
+    model.eval()

@@ -1,0 +1,33 @@
+"""Reading the numbers back out of Kaldi-shaped logs (driver job selection, reports)."""
+import re
+
+OBJF_RE = re.compile(r"Overall average objective function for 'output' is (\S+(?: \+ \S+ = \S+)?) over (\d+) frames")
+PROB_RE = re.compile(r"Overall (log-likelihood|accuracy) for 'output' is (\S+) per frame")
+TIME_RE = re.compile(r"^# Accounting: time=(\d+(?:\.\d+)?)", re.M)
+MISSING_OBJF = -100000.0  # Kaldi's value for a job whose log has no objective line
+
+
+def _read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def train_objective(path):
+    """The last 'Overall average objective function' of a train log ('a + b = c' -> c)."""
+    found = OBJF_RE.findall(_read(path))
+    if not found:
+        return MISSING_OBJF
+    return float(found[-1][0].split("=")[-1])
+
+
+def compute_prob(path):
+    """{'log-likelihood': x, 'accuracy': y} from a compute_prob log (missing keys absent)."""
+    return {key: float(value) for key, value in PROB_RE.findall(_read(path))}
+
+
+def accounting_time(path):
+    found = TIME_RE.findall(_read(path))
+    return float(found[-1]) if found else None

@@ -1,0 +1,46 @@
+"""Kaldi's UpdateNnetWithMaxChange (src/nnet3/nnet-utils.cc).
+
+Per updatable component c with max-change m_c: f_c = min(1, m_c / (|s| d_c)) where d_c is the
+Frobenius norm of its (already lr-scaled) delta. Globally D = |s| sqrt(sum f_c^2 d_c^2); if
+D > M the scale s shrinks by M / D, and a non-finite D skips the update altogether.
+"""
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class MaxChangeResult:
+    factors: torch.Tensor   # per-component f_c
+    scale: float            # final s (0 if the update was skipped)
+    global_factor: float    # M / D when the global limit was active, else 1
+    applied: bool           # False for a non-finite change
+
+
+def max_change_factors(norms, max_changes, max_param_change, scale=1.0):
+    """norms: [C] tensor of d_c; max_changes: [C] tensor of m_c (0 = none)."""
+    s = abs(scale)
+    limited = (max_changes > 0) & (norms * s > max_changes)
+    factors = torch.where(limited, max_changes / (norms * s).clamp_min(1e-30), torch.ones_like(norms))
+    total = s * torch.sqrt(((factors * norms) ** 2).sum()).item()
+    if not torch.isfinite(torch.tensor(total)):
+        return MaxChangeResult(factors, 0.0, 1.0, False)
+    global_factor = max_param_change / total if 0 < max_param_change < total else 1.0
+    return MaxChangeResult(factors, scale * global_factor, global_factor, True)
+
+
+@torch.no_grad()
+def apply_update(components, deltas, max_param_change, scale=1.0):
+    """Add f_c * s * delta_c to each component's parameters.
+
+    components: list of (module with .max_change, [params]); deltas: matching list of [tensors].
+    """
+    norms = torch.stack([torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(d) for d in ds]))
+                         for ds in deltas]).double()
+    limits = torch.tensor([float(m.max_change) for m, _ in components], dtype=torch.float64)
+    result = max_change_factors(norms.cpu(), limits, max_param_change, scale)
+    if result.applied:
+        for (_, params), ds, f in zip(components, deltas, result.factors.tolist()):
+            for p, d in zip(params, ds):
+                p.add_(d, alpha=f * result.scale)
+    return result

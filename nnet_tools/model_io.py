@@ -1,0 +1,61 @@
+"""Model files: one torch file with the config, the state dict and small metadata.
+
+Written atomically and loaded with ``weights_only=True``, so a model file can never run code.
+Natural-gradient state is not saved: each job re-estimates it, as in Kaldi.
+"""
+import pickle
+import zipfile
+
+import torch
+
+from . import config as config_mod
+from .errors import NnetError
+from .fileio import atomic_path
+from .nnet import Nnet
+
+FORMAT = "nnet-tools-model"
+VERSION = 1
+
+
+def save(model, path, priors=None):
+    blob = {"format": FORMAT, "version": VERSION, "config": model.config,
+            "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "priors": None if priors is None else torch.as_tensor(priors, dtype=torch.float32)}
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
+
+
+def read(path):
+    """The raw dict of a model file, checked; errors name the file and what is wrong."""
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise NnetError(f"{path}: no such model file") from None
+    except IsADirectoryError:
+        raise NnetError(f"{path}: is a directory, not a model file") from None
+    except PermissionError:
+        raise NnetError(f"{path}: permission denied reading model file") from None
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise NnetError(f"{path}: not a readable nnet-tools model file ({msg[:120]})") from None
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise NnetError(f"{path}: not an nnet-tools model file (no '{FORMAT}' header)")
+    if blob.get("version") != VERSION:
+        raise NnetError(f"{path}: model file version {blob.get('version')} is not supported (want {VERSION})")
+    return blob
+
+
+def load(path, with_priors=False):
+    blob = read(path)
+    cfg = config_mod.normalize(_to_yaml_types(blob["config"]), f"{path}: config")
+    model = Nnet(cfg)
+    try:
+        model.load_state_dict(blob["state"])
+    except RuntimeError as e:
+        raise NnetError(f"{path}: parameters do not match its config: {str(e).splitlines()[0]}") from None
+    return (model, blob.get("priors")) if with_priors else model
+
+
+def _to_yaml_types(cfg):
+    # A saved normalised config has "parts"; normalize() reads "type". Round-trip through to_yaml's view.
+    return config_mod.yaml_load(config_mod.to_yaml(cfg))

@@ -1,0 +1,144 @@
+"""The network built from a normalised model config (see config.py).
+
+Input to ``Nnet.forward`` is a context window ``[batch, left + 1 + right, feat_dim]`` around each
+labelled frame; the splice offsets pick rows out of it. Output is log-posteriors ``[batch, dim]``.
+"""
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import config as config_mod
+from .errors import NnetError
+
+
+class Affine(nn.Module):
+    """Kaldi's (NaturalGradient)AffineComponent: y = x W^T + b, optionally NG-preconditioned.
+
+    The preconditioner state is deliberately not a buffer: it never enters a model file, and
+    each training job re-estimates it, as Kaldi does.
+    """
+
+    def __init__(self, din, dout, spec):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(dout, din))
+        self.bias = nn.Parameter(torch.empty(dout))
+        stddev = spec["param-stddev"]
+        nn.init.normal_(self.weight, std=1.0 / math.sqrt(din) if stddev is None else stddev)
+        nn.init.normal_(self.bias, std=spec["bias-stddev"])
+        self.max_change = spec["max-change"]
+        self.learning_rate_factor = spec["learning-rate-factor"]
+        self.ng_mode = spec["natural-gradient"]
+        self.ng_options = {k: spec[k] for k in config_mod.NG_KEYS if k in spec}
+        self.reset_natural_gradient()
+
+    def reset_natural_gradient(self):
+        """Fresh Fisher estimates (start of each job)."""
+        self.pre_in = self.pre_out = None
+        if not self.ng_mode:
+            return
+        from . import ng
+        din, dout = self.weight.shape[1], self.weight.shape[0]
+        if self.ng_mode == "simple":
+            self.pre_in, self.pre_out = ng.SimpleNaturalGradient(), ng.SimpleNaturalGradient()
+            return
+        rank_in, rank_out = ng.default_ranks(din, dout)
+        shared = {k.replace("-", "_"): v for k, v in self.ng_options.items() if k not in ("rank-in", "rank-out")}
+        self.pre_in = ng.OnlineNaturalGradient(rank=self.ng_options.get("rank-in", rank_in), **shared)
+        self.pre_out = ng.OnlineNaturalGradient(rank=self.ng_options.get("rank-out", rank_out), **shared)
+
+    def forward(self, x):
+        if self.pre_in is not None and self.training and torch.is_grad_enabled():
+            from .ng import ng_linear
+            return ng_linear(x, self.weight, self.bias, self.pre_in, self.pre_out)
+        return F.linear(x, self.weight, self.bias)
+
+
+class BatchNorm(nn.BatchNorm1d):
+    """Kaldi's BatchNormComponent: normalise to unit rms, no learned scale or offset.
+
+    momentum 0.2 = Kaldi's stored stats being scaled by 0.8 after every minibatch.
+    """
+
+    def __init__(self, dim):
+        super().__init__(dim, affine=False, momentum=0.2)
+
+
+def _part(name, dim, spec):
+    if name == "relu":
+        return nn.ReLU()
+    if name == "tanh":
+        return nn.Tanh()
+    if name == "sigmoid":
+        return nn.Sigmoid()
+    if name == "batchnorm":
+        return BatchNorm(dim)
+    if name == "dropout":
+        return nn.Dropout(spec["dropout-proportion"])
+    if name == "log-softmax":
+        return nn.LogSoftmax(dim=-1)
+    raise NnetError(f"unknown layer part {name!r}")
+
+
+class Layer(nn.Module):
+    """One config layer: the affine transform, then its nonlinearity/batchnorm/dropout parts."""
+
+    def __init__(self, din, spec):
+        super().__init__()
+        self.name = spec["name"]
+        self.affine = Affine(din, spec["dim"], spec)
+        self.post = nn.Sequential(*[_part(p, spec["dim"], spec) for p in spec["parts"][1:]])
+
+    def forward(self, x):
+        return self.post(self.affine(x))
+
+
+class Nnet(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.config = cfg
+        self.left_context, self.right_context = config_mod.context(cfg)
+        self.register_buffer("splice_rows",
+                             torch.tensor([o + self.left_context for o in cfg["splice"]]),
+                             persistent=False)
+        din = cfg["input-dim"] * len(cfg["splice"])
+        self.layers = nn.ModuleList()
+        for spec in cfg["layers"]:
+            self.layers.append(Layer(din, spec))
+            din = spec["dim"]
+
+    @property
+    def input_dim(self):
+        return self.config["input-dim"]
+
+    @property
+    def output_dim(self):
+        return self.config["layers"][-1]["dim"]
+
+    @property
+    def window(self):
+        return self.left_context + 1 + self.right_context
+
+    def forward(self, windows):
+        x = windows.index_select(1, self.splice_rows).flatten(1)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def updatable(self):
+        """(name, Affine) of every updatable component, in order: the unit of max-change."""
+        return [(layer.name, layer.affine) for layer in self.layers]
+
+    def reset_natural_gradient(self):
+        for _, affine in self.updatable():
+            affine.reset_natural_gradient()
+
+
+def frame_windows(feats, left, right):
+    """[T, D] utterance -> [T, left+1+right, D] context windows, edges padded by repeating the
+    first/last frame as Kaldi does."""
+    t = feats.shape[0]
+    idx = torch.arange(-left, t + right).clamp_(0, t - 1)
+    padded = feats[idx]
+    return padded.unfold(0, left + 1 + right, 1).transpose(1, 2)

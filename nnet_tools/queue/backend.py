@@ -1,0 +1,102 @@
+"""The seam between the launcher and an execution engine.
+
+A backend only runs tasks and reports their exit statuses; choosing which tasks to run
+(--pick), the exit code and the failure message are shared here, so every engine behaves
+the same from the caller's side.
+"""
+import contextlib
+import signal
+import sys
+import threading
+
+from . import tasklog
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM reached the launcher; a backend stops its tasks, then lets this propagate."""
+
+    def __init__(self, signum):
+        super().__init__(f"caught signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interruptible():
+    """Turn SIGINT/SIGTERM into Interrupted while tasks run (main thread only: elsewhere
+    Python cannot install handlers and the caller owns signal handling)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupted(signum, frame):
+        # A second signal must not cut short the backend stopping its tasks.
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+class Backend:
+    """Subclass and register in ``nnet_tools.queue.BACKENDS``.
+
+    ``run_tasks(tasks)`` runs the given task numbers of ``self.spec`` (each writing its log
+    with ``tasklog``) and returns ``{task: status}`` (0 = success). ``prog`` prefixes messages.
+    """
+    name = None
+
+    def __init__(self, spec, prog="nnet-queue"):
+        self.spec = spec
+        self.prog = prog
+
+    def run_tasks(self, tasks):
+        raise NotImplementedError
+
+
+def pick_tasks(spec):
+    """Tasks to run and tasks already failed, per --pick (Kaldi run.pl semantics).
+
+    all: run every task. failed: skip tasks whose log ends ``# Ended (code 0)``, rerun the rest.
+    incomplete: skip finished tasks; failed ones are not rerun but still count as failed.
+    """
+    if spec.pick == "all":
+        return list(spec.tasks), []
+    to_run, failed = [], []
+    for task in spec.tasks:
+        code = tasklog.ended_code(spec.log_for(task))
+        if code == 0:
+            continue
+        if code is not None and spec.pick == "incomplete":
+            failed.append(task)
+        else:
+            to_run.append(task)
+    return to_run, failed
+
+
+def run(backend_cls, spec, prog="nnet-queue", stderr=None):
+    """Run ``spec`` on a backend class; return the exit code (0 iff every task succeeded)."""
+    stderr = stderr or sys.stderr
+    to_run, failed = pick_tasks(spec)
+    try:
+        with interruptible():
+            statuses = backend_cls(spec, prog).run_tasks(to_run) if to_run else {}
+    except Interrupted as e:
+        print(f"{prog}: caught signal {e.signum}, stopped all tasks", file=stderr)
+        return 128 + e.signum
+    failed += [task for task, status in statuses.items() if status != 0]
+    if not failed:
+        return 0
+    if len(spec.tasks) == 1:
+        log = spec.log_for(spec.start)
+        print(f"{prog}: job failed, log is in {log}", file=stderr)
+        if "JOB" in log:
+            print(f"{prog}: probably you forgot to put JOB=1:$nj in your script.", file=stderr)
+    else:
+        print(f"{prog}: {len(failed)} / {len(spec.tasks)} failed, log is in {spec.log_glob()}",
+              file=stderr)
+    return 1

@@ -1,0 +1,124 @@
+"""The queue config: how generic launcher options become engine flags (Kaldi's conf/queue.conf).
+
+Line kinds, as in Kaldi's queue.pl / slurm.pl (``#`` starts a comment):
+
+    command sbatch --export=PATH          the submit command and its fixed flags
+    option mem=* --mem-per-cpu $0         --mem X  -> flags with $0 replaced by X
+    option gpu=0 -p shared                --gpu 0  -> exactly these flags (may be none)
+    default gpu=0                         --gpu not given -> behave as --gpu 0
+
+One file serves every engine: ``[slurm]`` / ``[sge]`` start a section that only that engine
+reads; lines before the first section are read by all, so a plain Kaldi conf/slurm.conf or
+conf/queue.conf works unchanged as ``--config``. Without ``--config``, ``conf/queue.conf`` in
+the working directory is used if present, else the built-in defaults below (which
+conf/queue.conf in the source tree documents).
+"""
+import dataclasses
+import os
+import re
+import shlex
+
+from ..errors import NnetError
+
+DEFAULT_PATH = "conf/queue.conf"
+# Options the launcher itself consumes; they never become engine flags.
+LAUNCHER_ONLY = ("config", "pick")
+
+# Kaldi's built-in defaults (utils/parallel/slurm.pl and queue.pl).
+BUILTIN = """\
+[slurm]
+command sbatch --export=PATH --ntasks-per-node=1
+option time=* --time $0
+option mem=* --mem-per-cpu $0
+option mem=0
+option num_threads=* --cpus-per-task $0 --ntasks-per-node=1
+option num_threads=1 --cpus-per-task 1 --ntasks-per-node=1
+default gpu=0
+option gpu=0 -p shared
+option gpu=* -p gpu --gres=gpu:$0 --time 4:0:0
+[sge]
+command qsub -v PATH -cwd -S /bin/bash -j y -l arch=*64*
+option mem=* -l mem_free=$0,ram_free=$0
+option mem=0
+option num_threads=* -pe smp $0
+option num_threads=1
+option max_jobs_run=* -tc $0
+default gpu=0
+option gpu=0
+option gpu=* -l gpu=$0 -q '*.q'
+"""
+
+_SECTION = re.compile(r"^\[(\w+)\]$")
+_GENERAL = re.compile(r"^option ([^=\s]+)=\* (.+)$")
+_SPECIAL = re.compile(r"^option ([^=\s]+)=(\S+)\s*(.*)$")
+_DEFAULT = re.compile(r"^default ([^=\s]+)=(\S+)$")
+
+
+@dataclasses.dataclass
+class EngineConfig:
+    source: str                                            # file name, for messages
+    command: list = None                                   # submit command + fixed flags
+    general: dict = dataclasses.field(default_factory=dict)   # name -> template with $0
+    special: dict = dataclasses.field(default_factory=dict)   # (name, value) -> flags
+    defaults: dict = dataclasses.field(default_factory=dict)  # name -> implied value
+
+    def flags(self, options):
+        """Engine flags for ``options`` ({name: value}); an option the config does not describe
+        (for that value) is an error, so a typo never silently drops a resource request."""
+        values = {**options, **{k: v for k, v in self.defaults.items() if k not in options}}
+        for name in LAUNCHER_ONLY:
+            values.pop(name, None)
+        out = []
+        for name, value in values.items():
+            if (name, value) in self.special:
+                out += shlex.split(self.special[name, value])
+            elif name in self.general:
+                out += shlex.split(self.general[name].replace("$0", value))
+            else:
+                raise NnetError(f"{self.source}: option --{name.replace('_', '-')} {value} "
+                                f"is not described (add 'option {name}=* ...$0...')")
+        return out
+
+
+def parse(text, engine, source):
+    """The EngineConfig for ``engine`` from config ``text`` (shared lines + its section)."""
+    config = EngineConfig(source=source)
+    section = None
+    for number, line in enumerate(text.splitlines(), 1):
+        line = re.sub(r"\s*#.*", "", line).strip()
+        if not line:
+            continue
+        if m := _SECTION.match(line):
+            section = m.group(1)
+            continue
+        if section not in (None, engine):
+            continue
+        if line.startswith("command "):
+            config.command = shlex.split(line[len("command "):])
+        elif m := _GENERAL.match(line):
+            if "$0" not in m.group(2):
+                raise NnetError(f"{source}: line {number}: 'option {m.group(1)}=*' needs $0 in '{line}'")
+            config.general[m.group(1)] = m.group(2)
+        elif m := _SPECIAL.match(line):
+            config.special[m.group(1), m.group(2)] = m.group(3)
+        elif m := _DEFAULT.match(line):
+            config.defaults[m.group(1)] = m.group(2)
+        else:
+            raise NnetError(f"{source}: line {number}: cannot parse '{line}'")
+    if not config.command:
+        raise NnetError(f"{source}: no 'command ...' line for engine {engine}")
+    return config
+
+
+def load(engine, path=None):
+    """The config for ``engine``: ``path`` (--config, must exist), else conf/queue.conf, else built-in."""
+    if path is None and os.path.exists(DEFAULT_PATH):
+        path = DEFAULT_PATH
+    if path is None:
+        return parse(BUILTIN, engine, "built-in queue config")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read queue config: {e.strerror}") from None
+    return parse(text, engine, path)

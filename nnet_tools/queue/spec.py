@@ -1,0 +1,171 @@
+"""What a launcher line asks for: ``[options] [JOB=1:N] LOG COMMAND...``, parsed as Kaldi's run.pl does.
+
+The array variable (any identifier, conventionally JOB) is replaced by the task number in
+every place it occurs, in the log path and in the command, exactly as Kaldi does (even inside
+other words: ``$JOB_DIR`` becomes ``$1_DIR`` for task 1).
+"""
+import dataclasses
+import re
+
+from ..errors import NnetError
+
+_RANGE = re.compile(r"^([A-Za-z_]\w*)=(\d+):(\d+)$")   # JOB=1:20
+_SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$")        # JOB=3
+_SUSPICIOUS = re.compile(r"^[A-Za-z_]\w*=\S*:\S*$")     # JOB=a:b, JOB=1:, ...
+
+# Options every backend understands; engine backends map them (and any other --name) through
+# the queue config, the local backend uses them directly.
+GENERIC_OPTIONS = ("mem", "gpu", "num_threads", "max_jobs_run", "config", "pick")
+PICK_CHOICES = ("all", "failed", "incomplete")
+
+
+@dataclasses.dataclass
+class JobSpec:
+    """One launcher call. ``name`` is None for the single-job form (no ``JOB=``)."""
+    log: str
+    command: list
+    name: str = None
+    start: int = 1
+    end: int = 1
+    # --foo-bar value -> {"foo_bar": "value"}, values as given (strings), queue.pl style.
+    options: dict = dataclasses.field(default_factory=dict)
+    # Old-style qsub switches (-l x, -q y, -pe smp 4, -V): engines pass them through.
+    engine_args: list = dataclasses.field(default_factory=list)
+
+    @property
+    def tasks(self):
+        return range(self.start, self.end + 1)
+
+    @property
+    def num_threads(self):
+        return int(self.options.get("num_threads", 1))
+
+    @property
+    def gpu(self):
+        return int(self.options.get("gpu", 0))
+
+    @property
+    def max_jobs_run(self):
+        """The --max-jobs-run limit, or None when not given."""
+        value = self.options.get("max_jobs_run")
+        return None if value is None else int(value)
+
+    @property
+    def pick(self):
+        return self.options.get("pick", "all")
+
+    def substitute(self, text, task):
+        return text if self.name is None else text.replace(self.name, str(task))
+
+    def log_for(self, task):
+        return self.substitute(self.log, task)
+
+    def command_line(self):
+        return quote_command(self.command)
+
+    def command_for(self, task):
+        return self.substitute(self.command_line(), task)
+
+    def log_glob(self):
+        """The log name with the array variable as ``*``, for failure messages."""
+        if self.name is None:
+            return self.log
+        if self.end == self.start:
+            return self.log_for(self.start)
+        return self.log.replace(self.name, "*")
+
+
+def quote_command(args):
+    """Kaldi's re-quoting: no whitespace -> as is; contains ``"`` -> single-quoted; else double-quoted.
+
+    So escaped shell syntax (``\\|``, ``\\>``, ``\\;``) reaches bash as syntax, while an argument
+    with spaces such as ``"ark:gunzip -c a.gz |"`` reaches the program as one word.
+    """
+    out = []
+    for arg in args:
+        if arg and not re.search(r"\s", arg):
+            out.append(arg)
+        elif '"' in arg:
+            out.append(f"'{arg}'")
+        else:
+            out.append(f'"{arg}"')
+    return " ".join(out)
+
+
+def _positive_int(name, value, minimum=1):
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise NnetError(f"invalid value '{value}' for --{name.replace('_', '-')}: "
+                        f"expected an integer >= {minimum}")
+    return number
+
+
+def _set_option(options, name, value):
+    if name in ("num_threads", "max_jobs_run"):
+        number = _positive_int(name, value)
+        if name == "max_jobs_run" and "max_jobs_run" in options:
+            # As run.pl: given several times (also as -tc), the smallest wins.
+            number = min(number, int(options[name]))
+        value = str(number)
+    elif name == "gpu":
+        value = str(_positive_int(name, value, minimum=0))
+    elif name == "pick" and value not in PICK_CHOICES:
+        raise NnetError(f"invalid value '{value}' for --pick: expected one of {', '.join(PICK_CHOICES)}")
+    options[name] = value
+
+
+def _parse_switches(args, options, engine_args):
+    """Consume leading switches (run.pl: only while at least 2 arguments remain)."""
+    while len(args) >= 2 and args[0].startswith("-"):
+        switch = args.pop(0)
+        if switch == "-V":
+            engine_args.append(switch)
+        elif switch.startswith("--"):
+            name, eq, value = switch[2:].partition("=")
+            if not eq:
+                value = args.pop(0)
+            _set_option(options, name.replace("-", "_"), value)
+        elif switch == "-tc":
+            _set_option(options, "max_jobs_run", args.pop(0))
+        elif switch == "-pe":                    # -pe smp 4: two arguments
+            engine_args += [switch] + args[:2]
+            del args[:2]
+        else:
+            engine_args += [switch, args.pop(0)]
+
+
+def parse_args(args):
+    """``[options] [NAME=a:b] LOG COMMAND...`` -> JobSpec; bad input -> NnetError (one line)."""
+    args = list(args)
+    options, engine_args = {}, []
+    name, start, end = None, 1, 1
+    # Twice, as run.pl: options may come before and after JOB=1:N.
+    for _ in range(2):
+        _parse_switches(args, options, engine_args)
+        if not args:
+            break
+        first = args[0]
+        if name is None and (m := _RANGE.match(first) or _SINGLE.match(first)):
+            name, start = m.group(1), int(m.group(2))
+            end = int(m.group(3)) if m.re is _RANGE else start
+            if start > end:
+                raise NnetError(f"invalid job range {first}: start is after end")
+            if start < 1:
+                raise NnetError(f"invalid job range {first}: start must be >= 1 "
+                                f"(Grid Engine numbers tasks from 1)")
+            args.pop(0)
+        elif name is None and _SUSPICIOUS.match(first):
+            raise NnetError(f"invalid job range {first}: expected NAME=start:end, e.g. JOB=1:4")
+    if not args:
+        raise NnetError("no log file and no command given (usage: [options] [JOB=1:N] LOG COMMAND...)")
+    log = args.pop(0)
+    if not args:
+        raise NnetError(f"no command given after the log file {log}")
+    if name is not None and end > start and name not in log:
+        raise NnetError(f"{end - start + 1} tasks would all write to one log file {log}: "
+                        f"put {name} in the log name")
+    return JobSpec(log=log, command=args, name=name, start=start, end=end,
+                   options=options, engine_args=engine_args)

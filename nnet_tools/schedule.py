@@ -1,0 +1,60 @@
+"""The outer-loop arithmetic of Kaldi's nnet3 driver (steps/libs/nnet3/train/common.py)."""
+import math
+
+
+def num_iters(num_epochs, num_archives, frames_per_eg, jobs_initial, jobs_final):
+    """(num_iters, num_archives_to_process); each label position of an archive is a 'virtual archive'."""
+    to_process = int(num_epochs * num_archives * frames_per_eg)
+    return int(2 * to_process / (jobs_initial + jobs_final)), to_process
+
+
+def current_num_jobs(it, iters, start, end, step=1):
+    ideal = start + (end - start) * it / iters
+    if ideal < step:
+        return int(0.5 + ideal)
+    return int(0.5 + ideal / step) * step
+
+
+def effective_learning_rate(it, iters, archives_processed, archives_to_process, initial, final):
+    """Exponential decay in data seen; the last iteration uses the final rate exactly."""
+    if it + 1 >= iters:
+        return final
+    return initial * math.exp(archives_processed / archives_to_process * math.log(final / initial))
+
+
+def archive_and_frame(archives_processed, job, num_archives, frames_per_eg):
+    """1-based archive index and label position of job ``job`` (1-based), as nnet3's driver."""
+    k = archives_processed + job - 1
+    archive = k % num_archives + 1
+    frame = (k // num_archives + archive) % frames_per_eg
+    return archive, frame
+
+
+def combine_iters(iters, num_archives_expanded, jobs_final, max_models_combine=20):
+    """Iterations whose models nnet-combine considers (get_model_combine_iters)."""
+    per_epoch = num_archives_expanded / jobs_final
+    initial = min(int(per_epoch / 2) + 1, int(iters / 2))
+    if initial > max_models_combine:
+        stride = int(initial / max_models_combine)
+        chosen = set(range(iters - initial + 1, iters + 1, stride))
+    else:
+        k = min(max_models_combine, iters // 2)
+        chosen = set(range(iters - k + 1, iters + 1))
+    chosen.add(iters)
+    return sorted(chosen)
+
+
+def keep_model(it, preserve_interval, combine_set):
+    return it % preserve_interval == 0 or it in combine_set
+
+
+def plan(num_epochs, num_archives, frames_per_eg, jobs_initial, jobs_final, initial_lrate, final_lrate, jobs_step=1):
+    """Every iteration's (iteration, jobs, effective lrate, archives processed before it)."""
+    iters, to_process = num_iters(num_epochs, num_archives, frames_per_eg, jobs_initial, jobs_final)
+    out, processed = [], 0
+    for it in range(iters):
+        jobs = current_num_jobs(it, iters, jobs_initial, jobs_final, jobs_step)
+        lrate = effective_learning_rate(it, iters, processed, to_process, initial_lrate, final_lrate)
+        out.append((it, jobs, lrate, processed))
+        processed += jobs
+    return out

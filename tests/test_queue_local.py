@@ -1,0 +1,225 @@
+"""nnet-queue with the local backend, run as a program; plus the spec/config parsing it shares."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from nnet_tools.errors import NnetError
+from nnet_tools.queue import config, parse_args, quote_command, tasklog
+
+HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
+FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
+                    r"# Ended \(code (\d+)\) at .+, elapsed time \d+ seconds\n$")
+
+
+def queue_local(cwd, *args, env=None):
+    return subprocess.run(["nnet-queue", "local", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+def read_log(path):
+    """(command line, what the command printed, exit code, threads) of one task log."""
+    text = path.read_text()
+    head, foot = HEADER.match(text), FOOTER.search(text)
+    assert head and foot, text
+    return head.group(1), text[head.end():foot.start()], int(foot.group(2)), int(foot.group(1))
+
+
+def error_line(result):
+    """The one ERROR line of a rejected call (stderr's first line echoes the command line)."""
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_array_with_one_failing_task(tmp_path):
+    r = queue_local(tmp_path, "JOB=1:3", "log/t.JOB.log", "bash", "-c",
+                    "echo task JOB >&2; exit $((JOB == 2 ? 3 : 0))")
+    assert r.returncode == 1
+    assert "nnet-queue: 1 / 3 failed, log is in log/t.*.log" in r.stderr
+    for task in (1, 2, 3):
+        command, body, code, threads = read_log(tmp_path / f"log/t.{task}.log")
+        assert command == f'bash -c "echo task {task} >&2; exit $(({task} == 2 ? 3 : 0))"'
+        assert body == f"task {task}\n"          # stderr lands in the log too
+        assert code == (3 if task == 2 else 0)
+        assert threads == 1
+
+
+def test_single_job_success_and_failure(tmp_path):
+    r = queue_local(tmp_path, "exp/log/one.log", "echo", "hello world")
+    assert r.returncode == 0, r.stderr
+    assert read_log(tmp_path / "exp/log/one.log")[:3] == ('echo "hello world"', "hello world\n", 0)
+    r = queue_local(tmp_path, "exp/log/two.log", "false")
+    assert r.returncode == 1
+    assert "nnet-queue: job failed, log is in exp/log/two.log" in r.stderr
+    assert read_log(tmp_path / "exp/log/two.log")[2] == 1
+
+
+def test_any_variable_name_substituted_everywhere_and_escaped_pipe(tmp_path):
+    r = queue_local(tmp_path, "TASK=2:3", "log/TASK/a.TASK.log", "echo", "--srand=TASK", "|", "tr", "a-z", "A-Z")
+    assert r.returncode == 0, r.stderr
+    for task in (2, 3):
+        command, body, code, _ = read_log(tmp_path / f"log/{task}/a.{task}.log")
+        assert (command, body, code) == (f"echo --srand={task} | tr a-z A-Z", f"--SRAND={task}\n", 0)
+    assert not (tmp_path / "log/1").exists()
+
+
+def test_single_numbered_task_names_its_log(tmp_path):
+    r = queue_local(tmp_path, "JOB=4", "log/x.JOB.log", "exit", "2")
+    assert r.returncode == 1
+    assert "nnet-queue: job failed, log is in log/x.4.log" in r.stderr
+
+
+def test_max_jobs_run_is_honoured(tmp_path):
+    # Each task marks itself running, records how many are running, then unmarks itself.
+    (tmp_path / "run").mkdir()
+    step = "touch run/JOB; ls run | wc -l >> counts; sleep 0.3; rm run/JOB"
+    r = queue_local(tmp_path, "--max-jobs-run", 2, "JOB=1:5", "log/c.JOB.log", "bash", "-c", step)
+    assert r.returncode == 0, r.stderr
+    counts = [int(c) for c in (tmp_path / "counts").read_text().split()]
+    assert len(counts) == 5 and max(counts) <= 2
+    (tmp_path / "counts").unlink()
+    r = queue_local(tmp_path, "-tc", 3, "--max-jobs-run", 1, "JOB=1:3", "log/c.JOB.log", "bash", "-c", step)
+    assert r.returncode == 0, r.stderr
+    assert [int(c) for c in (tmp_path / "counts").read_text().split()] == [1, 1, 1]
+
+
+def test_num_threads_exported_to_task(tmp_path):
+    r = queue_local(tmp_path, "--num-threads", 3, "--mem", "4G", "JOB=1:2", "log/n.JOB.log",
+                    "echo", "$OMP_NUM_THREADS", "$MKL_NUM_THREADS")
+    assert r.returncode == 0, r.stderr
+    for task in (1, 2):
+        _, body, _, threads = read_log(tmp_path / f"log/n.{task}.log")
+        assert (body, threads) == ("3 3\n", 3)
+
+
+def test_gpu_tasks_get_distinct_devices(tmp_path):
+    # Two visible GPUs, one per task: at most two tasks run, never sharing a device.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "gpu.sh").write_text(
+        "touch run/$CUDA_VISIBLE_DEVICES.$1; echo $(ls run) >> seen; sleep 0.2; rm run/$CUDA_VISIBLE_DEVICES.$1")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="5,7")
+    r = queue_local(tmp_path, "--gpu", 1, "JOB=1:4", "log/g.JOB.log", "bash", "gpu.sh", "JOB", env=env)
+    assert r.returncode == 0, r.stderr
+    for line in (tmp_path / "seen").read_text().splitlines():
+        devices = [name.split(".")[0] for name in line.split()]
+        assert 1 <= len(devices) <= 2 and len(set(devices)) == len(devices)
+        assert set(devices) <= {"5", "7"}
+    r = queue_local(tmp_path, "--gpu", 3, "log/g.log", "true", env=env)
+    assert "each task needs 3 GPUs but only 2" in error_line(r)
+
+
+def test_pick_failed_reruns_only_unfinished(tmp_path):
+    # Task 2 fails on its first run only.
+    (tmp_path / "task.sh").write_text('echo run >> ran.$1; exit $(( $(wc -l < ran.$1) == 1 && $1 == 2 ))')
+    r = queue_local(tmp_path, "JOB=1:3", "log/p.JOB.log", "bash", "task.sh", "JOB")
+    assert r.returncode == 1
+    r = queue_local(tmp_path, "--pick", "incomplete", "JOB=1:3", "log/p.JOB.log", "bash", "task.sh", "JOB")
+    assert r.returncode == 1 and "1 / 3 failed" in r.stderr        # failed task not rerun
+    r = queue_local(tmp_path, "--pick", "failed", "JOB=1:3", "log/p.JOB.log", "bash", "task.sh", "JOB")
+    assert r.returncode == 0, r.stderr
+    assert [(tmp_path / f"ran.{t}").read_text().count("run") for t in (1, 2, 3)] == [1, 2, 1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["JOB=0:3", "log/a.JOB.log", "true"], "invalid job range JOB=0:3: start must be >= 1"),
+    (["JOB=3:1", "log/a.JOB.log", "true"], "invalid job range JOB=3:1: start is after end"),
+    (["JOB=1:x", "log/a.JOB.log", "true"], "invalid job range JOB=1:x"),
+    (["JOB=1:3", "log/a.log", "true"], "3 tasks would all write to one log file log/a.log"),
+    (["JOB=1:3", "log/a.JOB.log"], "no command given after the log file log/a.JOB.log"),
+    (["--max-jobs-run", "0", "log/a.log", "true"], "invalid value '0' for --max-jobs-run"),
+    (["--pick", "some", "log/a.log", "true"], "invalid value 'some' for --pick"),
+])
+def test_bad_input_one_line(tmp_path, args, message):
+    assert message in error_line(queue_local(tmp_path, *args))
+    assert not (tmp_path / "log").exists()
+
+
+def test_unknown_backend(tmp_path):
+    r = subprocess.run(["nnet-queue", "pbs", "log/a.log", "true"], cwd=tmp_path, capture_output=True, text=True)
+    assert "unknown backend 'pbs' (known: local)" in error_line(r)
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"    # zombie: dead, not reaped
+    except FileNotFoundError:
+        return True
+
+
+def _wait_for(condition, seconds=20):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def test_sigterm_kills_running_tasks(tmp_path):
+    # Each task backgrounds a sleep, records its pid and waits for it.
+    proc = subprocess.Popen(["nnet-queue", "local", "JOB=1:2", "log/s.JOB.log",
+                             "sleep", "30", "&", "echo", "$!", ">", "pid.JOB", ";", "wait"],
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    pids = [tmp_path / "pid.1", tmp_path / "pid.2"]
+    _wait_for(lambda: all(p.exists() and p.read_text().strip() for p in pids))
+    sleeps = [int(p.read_text()) for p in pids]
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert "caught signal 15" in stderr
+    _wait_for(lambda: all(_gone(pid) for pid in sleeps))
+    for task in (1, 2):          # the killed tasks' logs are closed with a footer
+        assert "# Ended (code 0; signal 15)" in (tmp_path / f"log/s.{task}.log").read_text()
+
+
+# Library-level: what the engine backends will share.
+
+def test_quote_command_as_kaldi():
+    assert quote_command(["a", "b c", 'say "x y"', "|", "ark:gunzip -c a.gz |"]) == \
+        """a "b c" 'say "x y"' | "ark:gunzip -c a.gz |\""""
+
+
+def test_parse_options_around_the_range():
+    spec = parse_args(["--mem", "2G", "JOB=2:4", "--time=1:00:00", "-q", "g.q", "-pe", "smp", "4",
+                       "log/JOB.log", "prog", "--srand=JOB", "-x"])
+    assert (spec.name, spec.start, spec.end, spec.log) == ("JOB", 2, 4, "log/JOB.log")
+    assert spec.options == {"mem": "2G", "time": "1:00:00"}
+    assert spec.engine_args == ["-q", "g.q", "-pe", "smp", "4"]
+    assert spec.command_for(3) == "prog --srand=3 -x"
+    assert spec.log_glob() == "log/*.log"
+
+
+def test_ended_code_reads_last_footer(tmp_path):
+    log = str(tmp_path / "a.log")
+    assert tasklog.ended_code(log) is None
+    started = tasklog.write_header(log, "cmd")
+    assert tasklog.ended_code(log) is None
+    tasklog.write_footer(log, started, -9)
+    assert tasklog.ended_code(log) == 128 + 9
+    tasklog.write_footer(log, started, 0)
+    assert tasklog.ended_code(log) == 0
+
+
+def test_config_maps_options_to_engine_flags(tmp_path):
+    sge = config.load("sge", os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
+    assert sge.flags({"mem": "2G", "num_threads": "4", "gpu": "1", "pick": "all"}) == \
+        ["-l", "mem_free=2G,ram_free=2G", "-pe", "smp", "4", "-l", "gpu=1", "-q", "*.q"]
+    assert sge.flags({"num_threads": "1"}) == []               # special case wins, default gpu=0
+    slurm = config.load("slurm", os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
+    assert slurm.command == ["sbatch", "--export=PATH", "--ntasks-per-node=1"]
+    assert slurm.flags({"time": "1:0:0"}) == ["--time", "1:0:0", "-p", "shared"]
+    with pytest.raises(NnetError, match="option --foo-bar 3 is not described"):
+        slurm.flags({"foo_bar": "3"})
+    # The documented file and the built-in defaults agree.
+    for engine in ("slurm", "sge"):
+        shipped = config.load(engine, os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
+        builtin = config.parse(config.BUILTIN, engine, "built-in")
+        assert (shipped.command, shipped.general, shipped.special, shipped.defaults) == \
+            (builtin.command, builtin.general, builtin.special, builtin.defaults)
+    (tmp_path / "kaldi.conf").write_text("command sbatch\noption mem=* --mem $0\nbogus line\n")
+    with pytest.raises(NnetError, match="kaldi.conf: line 3: cannot parse 'bogus line'"):
+        config.load("slurm", str(tmp_path / "kaldi.conf"))
