@@ -1,9 +1,11 @@
-"""Per-utterance network outputs (Kaldi's nnet3-compute)."""
+"""Per-utterance network outputs (Kaldi's nnet3-compute), and scoring them against targets."""
 import numpy as np
 import torch
 
-from .diagnostics import EVAL_BATCH
+from . import tables
+from .diagnostics import EVAL_BATCH, Stats
 from .errors import NnetError
+from .log import logger
 from .nnet import frame_windows
 
 
@@ -34,3 +36,29 @@ def read_priors(path, dim):
     if len(priors) != dim or (priors <= 0).any():
         raise NnetError(f"{path}: need {dim} positive priors, got {len(priors)} values")
     return torch.log(priors / priors.sum())
+
+
+def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
+    """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set).
+
+    Utterances without targets, or whose targets do not match their frame count, are skipped
+    and counted, as Kaldi's egs dumping does."""
+    stats, skipped = Stats(0.0, 0.0, 0), 0
+    with tables.RandomAccessIntVectors(targets_rspecifier) as targets:
+        for key, feats in tables.read_matrices(feats_rspecifier):
+            if key not in targets or len(targets[key]) != len(feats):
+                skipped += 1
+                logger.warning(f"{targets_rspecifier}: no targets (or wrong length) for utterance {key!r}; skipping it")
+                continue
+            labels = torch.from_numpy(targets[key].astype(np.int64))
+            if labels.max() >= model.output_dim or labels.min() < 0:
+                raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(labels.max())} "
+                                f"outside [0, {model.output_dim})")
+            out = torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device))
+            stats.objf += out.gather(1, labels.unsqueeze(1)).sum().item()
+            stats.correct += (out.argmax(1) == labels).sum().item()
+            stats.frames += len(labels)
+    if stats.frames == 0:
+        raise NnetError(f"{feats_rspecifier}: no utterance with targets to evaluate on")
+    logger.info(f"Evaluated {stats.frames} frames; skipped {skipped} utterances without matching targets.")
+    return stats

@@ -12,6 +12,9 @@ def atomic_path(path):
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix="." + os.path.basename(path), dir=directory)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; other cluster accounts must read our files
     try:
         yield tmp
         os.replace(tmp, path)

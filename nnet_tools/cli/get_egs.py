@@ -14,7 +14,7 @@ from .common import program
 @click.option("--num-train-frames-combine", type=int, default=60000, help="Train-subset frames in combine.egs.")
 @click.option("--num-valid-frames-combine", type=int, default=0, help="Valid frames in combine.egs.")
 @click.option("--srand", type=int, default=0, help="Seed for utterance lists, scattering and shuffling.")
-@click.option("--num-targets", type=int, default=None, help="Number of classes; a larger target id is an error. "
+@click.option("--num-targets", type=int, default=None, help="Number of classes; a target id >= it is an error. "
               "Default: largest id + 1.")
 @click.option("--targets-length-tolerance", type=int, default=2,
               help="Allowed difference between target and feature frame counts (nnet3-get-egs).")
@@ -27,6 +27,8 @@ def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, **opts):
     """Features + per-frame targets -> shuffled egs archives, diagnostic and combine egs, info/
     (Kaldi's steps/nnet3/get_egs.sh). Targets are an int32-vector table of class ids, one per frame;
     a one-frame utterance with one target is an image or utterance label (use --frames-per-eg 1).
+    Targets are read twice (counted, then looked up by key), so not from stdin; with features in
+    sorted key order, 'ark,s,cs:targets.ark' keeps only the current target entry in memory.
 
     \b
     Example:

@@ -1,0 +1,436 @@
+"""Kaldi tables (``scp:feats.scp``, ``ark:-``, ``"ark:gunzip -c x.gz |"``, ``ark,scp:a.ark,a.scp``).
+
+A thin layer over kaldi-native-io, which is Kaldi's own C++ table code: it handles binary
+and text archives, scp byte offsets and ranges, compressed and double matrices, and pipes.
+This module adds what that package lacks: one-line ``NnetError``s, failures that Kaldi only
+reports as a warning (a truncated archive or a failed pipe ends iteration early, and only
+close() returns False), numpy copies that outlive the next read, and atomic writers.
+
+Kaldi's C++ prints each warning as a multi-line message with a function signature on
+stderr. Every call into it therefore runs with file descriptor 2 sent to a scratch file;
+Kaldi's messages become the reason in the NnetError (or a one-line log warning) and anything
+else written there (a pipe command's own complaints) is passed on to stderr. Opening a pipe
+rspecifier is not captured: the command inherits stderr at that moment and keeps it.
+Readers and writers are meant for one thread at a time, as Kaldi's are.
+"""
+import contextlib
+import dataclasses
+import os
+import re
+import signal
+import sys
+import tempfile
+import threading
+from typing import Callable, Iterator
+
+import numpy as np
+# The pybind classes, not kaldi_native_io's Python wrappers: those print an "Exception ignored
+# in __del__" traceback whenever opening fails.
+from kaldi_native_io.lib import _kaldi_native_io as _kni
+
+from .errors import NnetError
+from .fileio import atomic_path
+from .log import logger
+
+__all__ = ["read_matrices", "read_vectors", "read_int_vectors", "RandomAccessMatrices",
+           "RandomAccessIntVectors", "MatrixWriter", "IntVectorWriter"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Specifiers: parsed only as far as choosing what to check and where to write; Kaldi's own
+# classification still validates the options.
+
+def _is_pipe(target):
+    return target.startswith("|") or target.rstrip().endswith("|")
+
+
+def _is_plain_file(target):
+    return target not in ("", "-") and not _is_pipe(target)
+
+
+def _split_specifier(specifier, kind_of):
+    options, colon, target = specifier.partition(":")
+    types = [o for o in (o.strip() for o in options.split(",")) if o in ("ark", "scp")]
+    if not colon or not types:
+        raise NnetError(f"bad {kind_of} '{specifier}': expected ark:FILE or scp:FILE "
+                        f"(e.g. 'ark:feats.ark', 'scp:data/train/feats.scp', 'ark:-')")
+    if not target:
+        raise NnetError(f"bad {kind_of} '{specifier}': no file name after ':' (use '-' for stdin/stdout)")
+    return types, target
+
+
+def _check_rspecifier(rspecifier):
+    """Reject what is malformed or names a missing file; return whether it opens a pipe."""
+    _, target = _split_specifier(rspecifier, "rspecifier")
+    if _is_plain_file(target):
+        path = re.sub(r":\d+$", "", target)  # "ark:foo.ark:1234" starts reading at a byte offset
+        if not os.path.isfile(path):
+            what = "is a directory" if os.path.isdir(path) else "no such file"
+            raise NnetError(f"{rspecifier}: {what} '{path}'")
+    return _is_pipe(target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls into Kaldi with its stderr captured.
+
+_scratch = {}  # pid -> scratch file; a forked child must not share its parent's file offset
+_fd2_lock = threading.RLock()  # two threads swapping fd 2 at once could leave it redirected
+_LOG_HEADER = re.compile(r"kaldi_native_io/csrc/\S*:.*:\d+$")  # "<file>:<function>:<line>"
+_LOG_MESSAGE = re.compile(r"\[([IWE])\] (.*)")
+
+
+def _scratch_file():
+    if os.getpid() not in _scratch:
+        _scratch.clear()
+        _scratch[os.getpid()] = tempfile.TemporaryFile()
+    return _scratch[os.getpid()]
+
+
+@contextlib.contextmanager
+def _stderr_captured(written):
+    """Send fd 2 to the scratch file; append what was written there to ``written``."""
+    with _fd2_lock:
+        scratch = _scratch_file()
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(scratch.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if os.fstat(scratch.fileno()).st_size:
+                scratch.seek(0)
+                written.append(scratch.read().decode("utf-8", "backslashreplace"))
+                scratch.seek(0)
+                scratch.truncate()
+
+
+def _kaldi_messages(text):
+    """Kaldi's log messages in ``text`` as (level, one-line message), and the other lines."""
+    messages, other = [], []
+    for line in text.splitlines():
+        match = _LOG_MESSAGE.match(line)
+        if match:
+            # A warning can embed the next message's "<file>:<function>:<line>" on the same line.
+            message = re.sub(r"\s*\S*kaldi_native_io/csrc/.*$", "", match[2])
+            messages.append((match[1], " ".join(message.split())))
+        elif line.strip() and not _LOG_HEADER.search(line):
+            other.append(line)
+    return messages, other
+
+
+@contextlib.contextmanager
+def _children_die_on_sigpipe():
+    """Python ignores SIGPIPE and popen'd commands inherit that; restore the default so that a
+    command we stop reading early ends quietly, as under a Kaldi binary, instead of printing
+    'write error: Broken pipe'."""
+    try:
+        previous = signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    except ValueError:  # not the main thread: leave it
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGPIPE, previous)
+
+
+class _Kaldi:
+    """Runs the calls into kaldi-native-io for one table, named ``name`` in errors.
+
+    Messages from calls that succeeded are kept in ``pending`` until the caller knows whether
+    they explained a failure (``error``) or were harmless (``log_pending``).
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self.pending = []
+
+    def __call__(self, fn, key=None, capture=True):
+        """Call ``fn``; ``capture=False`` where it starts a command, which keeps our stderr."""
+        error, written = None, []
+        with _stderr_captured(written) if capture else _children_die_on_sigpipe():
+            try:
+                result = fn()
+            except RuntimeError as e:
+                error = e
+        messages, other = _kaldi_messages("".join(written))
+        if other:
+            print("\n".join(other), file=sys.stderr, flush=True)
+        self.pending += messages
+        if error is not None:
+            # The exception holds the outermost message; the captured ones say why.
+            self.pending += [("X", m) for _, m in _kaldi_messages(str(error))[0]]
+            raise self.error(key) from None
+        return result
+
+    def error(self, key=None, after=None, default="failed"):
+        """One NnetError line: the innermost Kaldi error, else its first warning."""
+        reasons = [m for wanted in "EWX" for level, m in self.pending if level == wanted]
+        self.pending = []
+        where = self.name
+        if key is not None:
+            where += f": key '{key}'"
+        elif after is not None:
+            where += f": after key '{after}'"
+        return NnetError(f"{where}: {reasons[0] if reasons else default}")
+
+    def log_pending(self):
+        for level, message in self.pending:
+            if level in "WE":
+                logger.warning(f"{self.name}: {message}")
+        self.pending = []
+
+    def close_quietly(self, impl):
+        """Close after a failure or an early stop: a pipe cut short complains, rightly ignored."""
+        with contextlib.suppress(RuntimeError), _stderr_captured([]):
+            impl.close()
+        self.pending = []
+
+
+# ---------------------------------------------------------------------------------------------
+# Value types.
+
+def _to_int32_list(value, where):
+    array = np.asarray(value)
+    if array.ndim != 1 or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
+        raise NnetError(f"{where}: expected a 1-D integer array, got {array.dtype} of shape {array.shape}")
+    return array.astype(np.int32).tolist()
+
+
+def _to_float_matrix(value, where):
+    array = np.asarray(value)
+    if array.ndim != 2:
+        raise NnetError(f"{where}: expected a 2-D matrix, got shape {array.shape}")
+    return _kni._FloatMatrix(np.ascontiguousarray(array, dtype=np.float32))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Type:
+    sequential: type
+    random_access: type
+    # numpy() views memory Kaldi reuses for the next entry: always copy.
+    to_numpy: Callable = lambda value: np.array(value.numpy(), copy=True)
+    writer: type = None
+    to_kaldi: Callable = None
+
+
+_MATRIX = _Type(_kni._SequentialFloatMatrixReader, _kni._RandomAccessFloatMatrixReader,
+                writer=_kni._FloatMatrixWriter, to_kaldi=_to_float_matrix)
+_VECTOR = _Type(_kni._SequentialFloatVectorReader, _kni._RandomAccessFloatVectorReader)
+_INT_VECTOR = _Type(_kni._SequentialInt32VectorReader, _kni._RandomAccessInt32VectorReader,
+                    to_numpy=lambda value: np.asarray(value, dtype=np.int32),  # a list of ints
+                    writer=_kni._Int32VectorWriter, to_kaldi=_to_int32_list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading.
+
+def _read_sequential(rspecifier, value_type) -> Iterator[tuple[str, np.ndarray]]:
+    is_pipe = _check_rspecifier(rspecifier)  # a bad specifier or a missing file fails right here
+    return _entries(rspecifier, value_type, is_pipe)
+
+
+def _entries(rspecifier, value_type, is_pipe):
+    # Kaldi is opened only once iteration starts, so that the finally below always closes it:
+    # a reader in an error state that is destroyed unclosed throws from a C++ destructor,
+    # which aborts the process.
+    kaldi = _Kaldi(rspecifier)
+    # Opening reads the first entry, so a wrong type or a corrupt start fails here.
+    impl = kaldi(lambda: value_type.sequential(rspecifier), capture=not is_pipe)
+
+    def value_then_next():
+        value = value_type.to_numpy(impl.value)  # an scp entry is loaded (and can fail) here
+        impl.next()  # an archive reads its next entry here; failing, it just ends
+        return value
+
+    key, finished = None, False
+    try:
+        while not impl.done:
+            kaldi.log_pending()  # reading went on, so earlier warnings were harmless
+            key = impl.key
+            yield key, kaldi(value_then_next, key=key)
+        finished = True
+    finally:
+        if not finished:
+            kaldi.close_quietly(impl)
+    # An archive that stops mid-entry, or a pipe that fails, only shows here.
+    if not kaldi(impl.close):
+        raise kaldi.error(after=key, default="read error")
+    kaldi.log_pending()
+
+
+def read_matrices(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield (key, float32 2-D array) for every entry, e.g. ``read_matrices("scp:feats.scp")``.
+
+    Reads binary or text, float, double or compressed matrices. A malformed rspecifier or a
+    missing file raises here; anything else while iterating. The table is closed when the
+    iteration ends or the iterator is dropped.
+    """
+    return _read_sequential(rspecifier, _MATRIX)
+
+
+def read_vectors(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield (key, float32 1-D array) for every entry of a float or double vector table."""
+    return _read_sequential(rspecifier, _VECTOR)
+
+
+def read_int_vectors(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield (key, int32 1-D array) for every entry, e.g. alignments ``ark:ali.ark``."""
+    return _read_sequential(rspecifier, _INT_VECTOR)
+
+
+class _RandomAccess:
+    _type: _Type
+
+    def __init__(self, rspecifier):
+        is_pipe = _check_rspecifier(rspecifier)
+        self._kaldi = _Kaldi(rspecifier)
+        self._impl = self._kaldi(lambda: self._type.random_access(rspecifier), capture=not is_pipe)
+
+    def __contains__(self, key):
+        return self._kaldi(lambda: key in self._impl, key=key)
+
+    def __getitem__(self, key):
+        if key not in self:
+            raise NnetError(f"{self._kaldi.name}: key '{key}' not found")
+        value = self._type.to_numpy(self._kaldi(lambda: self._impl[key], key=key))
+        self._kaldi.log_pending()
+        return value
+
+    def close(self):
+        if self._impl.is_open:
+            self._kaldi.close_quietly(self._impl)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):  # see _entries: never leave Kaldi to close itself
+        if hasattr(self, "_impl"):
+            self.close()
+
+
+class RandomAccessMatrices(_RandomAccess):
+    """Look matrices up by key: ``with RandomAccessMatrices("scp:feats.scp") as feats: feats[utt]``."""
+    _type = _MATRIX
+
+
+class RandomAccessIntVectors(_RandomAccess):
+    """Look int32 vectors up by key, e.g. the alignment of an utterance."""
+    _type = _INT_VECTOR
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing.
+
+class _Writer:
+    _type: _Type
+
+    def __init__(self, wspecifier):
+        self._kaldi = _Kaldi(wspecifier)
+        types, target = _split_specifier(wspecifier, "wspecifier")
+        if types == ["scp"]:
+            raise NnetError(f"bad wspecifier '{wspecifier}': writing through an existing scp is not "
+                            f"supported; use ark:FILE or ark,scp:FILE.ark,FILE.scp")
+        if types == ["scp", "ark"]:
+            raise NnetError(f"bad wspecifier '{wspecifier}': write 'ark,scp:', not 'scp,ark:'")
+        ark, _, scp = target.partition(",") if len(types) == 2 else (target, None, None)
+        if scp is not None and not (_is_plain_file(ark) and _is_plain_file(scp)):
+            raise NnetError(f"bad wspecifier '{wspecifier}': ark,scp needs two file names, "
+                            f"e.g. ark,scp:egs.1.ark,egs.1.scp")
+        self._ark, self._scp = ark, scp
+        # Temp files beside the real ones, renamed on success: the ark first, so an scp never
+        # names an ark that is not there yet.
+        self._files = contextlib.ExitStack()
+        try:
+            self._tmp_scp = self._temp_for(scp) if scp else None
+            self._tmp_ark = self._temp_for(ark) if _is_plain_file(ark) else ark
+            options = wspecifier.partition(":")[0]
+            targets = self._tmp_ark + (f",{self._tmp_scp}" if scp else "")
+            sys.stdout.flush()  # "ark:-" shares fd 1 with print()
+            self._impl = self._kaldi(lambda: self._type.writer(f"{options}:{targets}"),
+                                     capture=not _is_pipe(ark))
+        except BaseException as e:
+            self._discard_files(e)
+            raise
+
+    def _temp_for(self, path):
+        try:
+            return self._files.enter_context(atomic_path(path))
+        except OSError as e:
+            raise NnetError(f"{self._kaldi.name}: cannot create '{path}': {e.strerror}") from None
+
+    def write(self, key, value):
+        """Append one entry; ``value`` is converted to the table's dtype (float32 or int32)."""
+        data = self._type.to_kaldi(value, f"{self._kaldi.name}: key '{key}'")
+        self._kaldi(lambda: self._impl.write(key, data), key=key)
+        self._kaldi.log_pending()
+
+    def close(self):
+        """Finish writing and move the files into place; a no-op when already closed."""
+        if not self._impl.is_open:
+            return
+        try:
+            # Kaldi only warns when an output pipe's command fails; for us it is lost output.
+            if not self._kaldi(self._impl.close) or self._kaldi.pending:
+                raise self._kaldi.error(default="write error")
+            if self._scp:
+                self._name_final_ark_in_scp()
+        except BaseException as e:
+            self._discard_files(e)
+            raise
+        self._files.close()  # renames the temp files over the real names
+
+    def _discard_files(self, error):
+        """Remove the temp files: atomic_path does so when it sees an exception."""
+        self._files.__exit__(type(error), error, error.__traceback__)
+
+    def _name_final_ark_in_scp(self):
+        """Kaldi wrote 'key <temp ark>:<offset>' lines; point them at the ark's real name."""
+        with open(self._tmp_scp) as f:
+            lines = f.read().splitlines()
+        fixed = []
+        for line in lines:
+            key, _, location = line.partition(" ")
+            assert location.startswith(self._tmp_ark + ":"), line
+            fixed.append(f"{key} {self._ark}{location[len(self._tmp_ark):]}\n")
+        with open(self._tmp_scp, "w") as f:
+            f.writelines(fixed)
+
+    def abort(self):
+        """Stop writing and leave nothing behind (files that existed before are untouched)."""
+        if self._impl.is_open:
+            self._kaldi.close_quietly(self._impl)
+            self._discard_files(NnetError(f"{self._kaldi.name}: aborted"))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self):  # never closed: the output may be incomplete, so it must not appear
+        if hasattr(self, "_impl") and self._impl.is_open:
+            logger.warning(f"{self._kaldi.name}: writer dropped without close(); nothing written")
+            self.abort()
+
+
+class MatrixWriter(_Writer):
+    """Write float32 matrices: ``with MatrixWriter("ark,scp:out.ark,out.scp") as w: w.write(k, m)``.
+
+    Files appear only when the writer closes without error; ``ark:-`` and ``ark:| cmd``
+    stream as they go. Text archives: ``ark,t:out.txt``.
+    """
+    _type = _MATRIX
+
+
+class IntVectorWriter(_Writer):
+    """Write int32 vectors (alignments, targets), e.g. ``IntVectorWriter("ark:ali.ark")``."""
+    _type = _INT_VECTOR

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Dump shuffled training examples (egs) from a data dir: DATA/feats.scp + DATA/targets.scp
+# (per-frame class ids) -> EGS_DIR/egs.*.ark, diagnostic and combine subsets, info/.
+help_message="Usage: steps/get_egs.sh [options] <data-dir> <egs-dir>
+ e.g.: steps/get_egs.sh --cmd \"\$train_cmd\" --frames-per-eg 8 --left-context 5 --right-context 5 data/train exp/egs
+Options: --cmd, --frames-per-eg, --left-context, --right-context, --samples-per-iter,
+         --num-utts-subset, --num-targets, --srand"
+set -euo pipefail
+cmd="nnet-queue local"
+frames_per_eg=8
+left_context=4
+right_context=4
+samples_per_iter=400000
+num_utts_subset=300
+num_targets=
+srand=0
+. "$(dirname "$0")/parse_options.sh"
+[ $# -eq 2 ] || { echo "$help_message" 1>&2; exit 1; }
+data=$1
+dir=$2
+for f in "$data/feats.scp" "$data/targets.scp"; do
+  [ -f "$f" ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
+done
+opts=(--frames-per-eg "$frames_per_eg" --left-context "$left_context" --right-context "$right_context"
+      --samples-per-iter "$samples_per_iter" --num-utts-subset "$num_utts_subset" --srand "$srand")
+[ -n "$num_targets" ] && opts+=(--num-targets "$num_targets")
+mkdir -p "$dir/log"
+$cmd "$dir/log/get_egs.log" nnet-get-egs "${opts[@]}" "scp:$data/feats.scp" "scp:$data/targets.scp" "$dir"
+echo "$0: wrote $(cat "$dir/info/num_archives") archives of $(cat "$dir/info/egs_per_archive") egs to $dir"

@@ -1,0 +1,300 @@
+"""nnet-get-egs: egs archives, diagnostic/combine subsets and info/ from features + targets."""
+import collections
+import os
+import subprocess
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+
+from nnet_tools import get_egs as ge
+from nnet_tools.egs import EgsArchive
+from nnet_tools.errors import NnetError
+from nnet_tools.nnet import frame_windows
+from nnet_tools.tables import IntVectorWriter, MatrixWriter
+
+SMALL = dict(frames_per_eg=4, left_context=2, right_context=3, samples_per_iter=30, num_utts_subset=3,
+             num_frames_diagnostic=20, num_train_frames_combine=40)
+
+
+def write_data(d, lengths, dim=3, num_classes=5, seed=0, targets_len=None, skip_targets=(), dims=None):
+    """Random features and targets for utterances utt000.. of the given lengths, into directory d.
+
+    targets_len maps an utterance index to a different target count; skip_targets lists utterances
+    without targets; dims maps an utterance index to a different feature dim."""
+    rng = np.random.default_rng(seed)
+    feats, targets = {}, {}
+    os.makedirs(d, exist_ok=True)
+    with MatrixWriter(f"ark,scp:{d}/feats.ark,{d}/feats.scp") as fw, IntVectorWriter(f"ark:{d}/targets.ark") as tw:
+        for i, n in enumerate(lengths):
+            key = f"utt{i:03d}"
+            feats[key] = rng.standard_normal((n, (dims or {}).get(i, dim))).astype(np.float32)
+            fw.write(key, feats[key])
+            if i not in skip_targets:
+                targets[key] = rng.integers(0, num_classes, (targets_len or {}).get(i, n)).astype(np.int32)
+                tw.write(key, targets[key])
+    return feats, targets, f"scp:{d}/feats.scp", f"ark:{d}/targets.ark"
+
+
+def lengths(n, seed=1, low=1, high=30):
+    return np.random.default_rng(seed).integers(low, high, n).tolist()
+
+
+def run_lib(tmp_path, n_utts=30, name="egs", data=None, **opts):
+    data = data or write_data(tmp_path / "data", lengths(n_utts))
+    egs_dir = tmp_path / name
+    info = ge.get_egs(data[2], data[3], str(egs_dir), ge.EgsOptions(**{**SMALL, **opts}))
+    return data, egs_dir, info
+
+
+def read_list(path):
+    return path.read_text().split()
+
+
+def archives(egs_dir):
+    n = int((egs_dir / "info" / "num_archives").read_text())
+    return [EgsArchive(egs_dir / f"egs.{k}.ark") for k in range(1, n + 1)]
+
+
+def check_egs(archive, feats, targets, left, right):
+    """Every labelled position of every eg: its context window equals frame_windows of the source
+    features (edge padding included) and its label the source target. Returns the (utt, frame)s."""
+    seen = []
+    for i, key in enumerate(archive.keys()):
+        utt, t0 = key.rsplit("-", 1)
+        t0 = int(t0)
+        windows = frame_windows(torch.from_numpy(feats[utt]), left, right)
+        for f in range(archive.frames_per_eg):
+            frame, label = t0 + f, int(archive.labels[i, f])
+            if label < 0:
+                assert frame >= len(targets[utt]) or frame >= len(feats[utt]), key
+                continue
+            assert label == targets[utt][frame], key
+            assert torch.equal(archive.windows([i], f, left, right)[0], windows[frame]), (key, f)
+            seen.append((utt, frame))
+    return seen
+
+
+def test_every_training_frame_in_exactly_one_eg(tmp_path):
+    (feats, targets, *_), egs_dir, info = run_lib(tmp_path)
+    valid = set(read_list(egs_dir / "valid_uttlist"))
+    seen = collections.Counter()
+    for archive in archives(egs_dir):
+        assert archive.frames_per_eg == 4 and (archive.left_context, archive.right_context) == (2, 3)
+        seen.update(check_egs(archive, feats, targets, 2, 3))
+    expected = {(u, t) for u in feats if u not in valid for t in range(len(feats[u]))}
+    assert set(seen) == expected
+    assert max(seen.values()) == 1
+    assert info["num_frames"] == len(expected)
+    assert not {u for u, _ in seen} & valid
+
+
+def test_utterance_lists_and_subsets(tmp_path):
+    (feats, targets, *_), egs_dir, _ = run_lib(tmp_path)
+    valid, subset = read_list(egs_dir / "valid_uttlist"), read_list(egs_dir / "train_subset_uttlist")
+    assert len(valid) == len(subset) == 3 and not set(valid) & set(subset)
+    training = {k.rsplit("-", 1)[0] for a in archives(egs_dir) for k in a.keys()}
+    assert set(subset) <= training  # the train subset is not excluded from training
+    pools = {"valid_diagnostic.egs": set(valid), "train_diagnostic.egs": set(subset),
+             "combine.egs": set(subset)}  # num_valid_frames_combine is 0 by default
+    for name, utts in pools.items():
+        archive = EgsArchive(egs_dir / name)
+        assert {k.rsplit("-", 1)[0] for k in archive.keys()} <= utts, name
+        check_egs(archive, feats, targets, 2, 3)
+        pool_egs = sum(-(-len(feats[u]) // 4) for u in utts)
+        wanted = (SMALL["num_frames_diagnostic"] if "diagnostic" in name else SMALL["num_train_frames_combine"]) // 4
+        assert archive.num_egs == min(wanted, pool_egs), name
+        assert len(set(archive.keys())) == archive.num_egs
+
+
+def test_valid_frames_go_into_combine_when_asked(tmp_path):
+    _, egs_dir, _ = run_lib(tmp_path, num_valid_frames_combine=8)
+    valid = set(read_list(egs_dir / "valid_uttlist"))
+    utts = [k.rsplit("-", 1)[0] for k in EgsArchive(egs_dir / "combine.egs").keys()]
+    assert sum(u in valid for u in utts) == 2  # 8 frames / 4 per eg, the valid_combine part first
+    assert all(u in valid for u in utts[:2])
+
+
+def test_archive_count_and_info_files(tmp_path):
+    _, egs_dir, info = run_lib(tmp_path, n_utts=40)
+    values = {f: int((egs_dir / "info" / f).read_text()) for f in os.listdir(egs_dir / "info")}
+    assert values == info
+    fpe, spi = SMALL["frames_per_eg"], SMALL["samples_per_iter"]
+    assert values["num_archives"] == values["num_frames"] // (fpe * spi) + 1 > 2
+    assert values["egs_per_archive"] == values["num_frames"] // (fpe * values["num_archives"])
+    assert (values["frames_per_eg"], values["left_context"], values["right_context"], values["feat_dim"]) == (4, 2, 3, 3)
+    assert values["output_dim"] == 5  # largest id + 1 when --num-targets is not given
+    assert sorted(os.listdir(egs_dir)) == sorted(
+        ["info", "valid_uttlist", "train_subset_uttlist", "valid_diagnostic.egs", "train_diagnostic.egs",
+         "combine.egs"] + [f"egs.{k}.ark" for k in range(1, values["num_archives"] + 1)])  # temp dir gone
+    sizes = [a.num_egs for a in archives(egs_dir)]
+    assert sum(sizes) > 0 and min(sizes) > 0
+
+
+def test_num_targets_sets_output_dim(tmp_path):
+    assert run_lib(tmp_path, num_targets=12)[2]["output_dim"] == 12
+
+
+def test_same_seed_same_egs_other_seed_differs(tmp_path):
+    data = write_data(tmp_path / "data", lengths(30))
+    dirs = [run_lib(tmp_path, data=data, name=n, srand=s)[1] for n, s in (("a", 0), ("b", 0), ("c", 5))]
+    names = ["egs.1.ark", "egs.2.ark", "valid_uttlist", "valid_diagnostic.egs", "combine.egs"]
+    for name in names:
+        assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes(), name
+    assert any((dirs[0] / name).read_bytes() != (dirs[2] / name).read_bytes() for name in names)
+    assert EgsArchive(dirs[0] / "egs.1.ark").keys() != EgsArchive(dirs[2] / "egs.1.ark").keys()
+
+
+def test_archives_are_shuffled_across_utterances(tmp_path):
+    _, egs_dir, _ = run_lib(tmp_path, n_utts=40)
+    keys = archives(egs_dir)[0].keys()
+    utts = [k.rsplit("-", 1)[0] for k in keys]
+    assert utts != sorted(utts)
+
+
+def test_images_one_frame_utterances(tmp_path):
+    feats, targets, fs, ts = write_data(tmp_path / "data", [1] * 40, dim=4, num_classes=3)
+    _, egs_dir, info = run_lib(tmp_path, data=(feats, targets, fs, ts), frames_per_eg=1, left_context=0,
+                               right_context=0, num_utts_subset=2, samples_per_iter=10)
+    assert info["num_archives"] == 36 // 10 + 1
+    got = {}
+    for a in archives(egs_dir):
+        for i, key in enumerate(a.keys()):
+            got[key] = (a.inputs[i, 0].copy(), int(a.labels[i, 0]))
+    valid = read_list(egs_dir / "valid_uttlist")
+    assert sorted(got) == sorted(f"{u}-0" for u in feats if u not in valid)
+    for key, (x, y) in got.items():
+        assert np.array_equal(x, feats[key[:-2]][0]) and y == targets[key[:-2]][0]
+
+
+def test_length_tolerance(tmp_path):
+    n = [10] * 30
+    # utt000: 2 targets short (within Kaldi's default tolerance 2); utt001: 3 short (beyond it);
+    # utt002: 1 target too many (the extra one is ignored).
+    data = write_data(tmp_path / "data", n, targets_len={0: 8, 1: 7, 2: 11})
+    feats, targets, *_ = data
+    _, egs_dir, _ = run_lib(tmp_path, data=data, num_utts_subset=1, srand=3)
+    valid = read_list(egs_dir / "valid_uttlist")
+    assert not {"utt000", "utt001", "utt002"} & set(valid)  # srand chosen so that they are trained on
+    seen = set()
+    for a in archives(egs_dir):
+        seen.update(check_egs(a, feats, targets, 2, 3))
+    assert {t for u, t in seen if u == "utt000"} == set(range(8))
+    assert not any(u == "utt001" for u, _ in seen)
+    assert {t for u, t in seen if u == "utt002"} == set(range(10))
+
+
+def test_memory_is_one_archive_not_the_data(tmp_path, monkeypatch):
+    """Egs go to disk through a bounded buffer and archives are loaded one at a time: peak Python
+    memory stays far below the total size of the egs written."""
+    data = write_data(tmp_path / "data", [100] * 120, dim=40)
+    monkeypatch.setattr(ge, "SPOOL_BUFFER_BYTES", 64 << 10)
+    opts = dict(frames_per_eg=8, left_context=4, right_context=4, samples_per_iter=50)
+    run_lib(tmp_path, name="warm-up", data=write_data(tmp_path / "warm", lengths(30)), **opts)  # lazy imports
+    tracemalloc.start()
+    try:
+        _, egs_dir, info = run_lib(tmp_path, data=data, **opts)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    total = sum(a.inputs.nbytes for a in archives(egs_dir))
+    assert info["num_archives"] >= 10
+    assert total > 3 << 20
+    assert peak < total / 4, (peak, total)
+
+
+def test_failure_leaves_no_temp_dir_and_no_num_archives(tmp_path):
+    data = write_data(tmp_path / "data", [10] * 30, dims={20: 4})
+    egs_dir = tmp_path / "egs"
+    (egs_dir / "info").mkdir(parents=True)
+    (egs_dir / "info" / "num_archives").write_text("3\n")  # from an earlier run
+    with pytest.raises(NnetError, match="utt020.*feature dim 4 differs from 3"):
+        ge.get_egs(data[2], data[3], str(egs_dir), ge.EgsOptions(**SMALL))
+    assert os.listdir(egs_dir) == ["info"] and os.listdir(egs_dir / "info") == []
+
+
+def test_option_checks(tmp_path):
+    data = write_data(tmp_path / "data", [5] * 12)
+    for bad, match in ((dict(frames_per_eg=0), "--frames-per-eg"), (dict(left_context=-1), "--left-context"),
+                       (dict(num_utts_subset=3), "only 12 utterances.*--num-utts-subset")):
+        with pytest.raises(NnetError, match=match):
+            ge.get_egs(data[2], data[3], str(tmp_path / "egs"), ge.EgsOptions(**{**SMALL, **bad}))
+    with pytest.raises(NnetError, match="cannot come from stdin"):
+        ge.get_egs(data[2], "ark:-", str(tmp_path / "egs"), ge.EgsOptions(**SMALL))
+    with pytest.raises(NnetError, match="no examples"):  # 2 frames < 4 per eg: no diagnostic egs asked
+        ge.get_egs(data[2], data[3], str(tmp_path / "egs"), ge.EgsOptions(**{**SMALL, "num_utts_subset": 2,
+                                                                              "num_frames_diagnostic": 2}))
+
+
+def test_cut_utterance_pads_last_chunk():
+    feats = np.arange(10, dtype=np.float32).reshape(5, 2)
+    inputs, labels, t0 = ge.cut_utterance(feats, np.arange(5, dtype=np.int32), ge.EgsOptions(frames_per_eg=3,
+                                                                                            left_context=1, right_context=2))
+    assert t0.tolist() == [0, 3]
+    assert labels.tolist() == [[0, 1, 2], [3, 4, -1]]
+    assert inputs[:, :, 0].tolist() == [[0, 0, 2, 4, 6, 8], [4, 6, 8, 8, 8, 8]]
+
+
+# ---- the program ----------------------------------------------------------------------------
+
+def nnet_get_egs(cwd, *args):
+    return subprocess.run(["nnet-get-egs", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def error_line(result):
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+CLI_SMALL = ["--frames-per-eg", 4, "--num-utts-subset", 3, "--samples-per-iter", 30,
+             "--num-frames-diagnostic", 20]
+
+
+def test_program_writes_egs_dir_and_logs(tmp_path):
+    _, _, fs, ts = write_data(tmp_path, lengths(30), skip_targets={4, 9})
+    r = nnet_get_egs(tmp_path, *CLI_SMALL, "--srand", 2, fs, ts, "exp/egs")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("nnet-get-egs --frames-per-eg 4")
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("WARNING")]
+    assert any("No targets for key utt004" in w for w in warnings)
+    assert any("No targets for key utt009" in w for w in warnings)
+    assert "successfully processed 28 feature files" in r.stderr and "; 2 files had errors." in r.stderr
+    num = int((tmp_path / "exp/egs/info/num_archives").read_text())
+    assert f"Wrote {num} archives" in r.stderr
+    keys = {k.rsplit("-", 1)[0] for k in range(1, num + 1) for k in EgsArchive(tmp_path / f"exp/egs/egs.{k}.ark").keys()}
+    assert not keys & {"utt004", "utt009"}
+
+
+def test_program_help_has_example():
+    r = subprocess.run(["nnet-get-egs", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Example:" in r.stdout and "--frames-per-eg" in r.stdout
+
+
+def test_program_bad_inputs(tmp_path):
+    _, _, fs, ts = write_data(tmp_path, lengths(30), num_classes=7)
+    missing = error_line(nnet_get_egs(tmp_path, *CLI_SMALL, "scp:nope.scp", ts, "egs"))
+    assert "nope.scp" in missing
+    too_big = error_line(nnet_get_egs(tmp_path, *CLI_SMALL, "--num-targets", 3, fs, ts, "egs"))
+    assert "targets.ark" in too_big and "utterance 'utt" in too_big and ">= --num-targets 3" in too_big
+    (tmp_path / "empty.ark").write_bytes(b"")
+    empty = error_line(nnet_get_egs(tmp_path, *CLI_SMALL, fs, "ark:empty.ark", "egs"))
+    assert "no utterances with targets" in empty
+    few = error_line(nnet_get_egs(tmp_path, *CLI_SMALL, "--num-utts-subset", 10, fs, ts, "egs"))
+    assert "--num-utts-subset" in few
+    assert not (tmp_path / "egs" / "info" / "num_archives").exists()
+
+
+def test_program_no_matching_features(tmp_path):
+    _, _, _, ts = write_data(tmp_path / "a", lengths(30))
+    other_feats = tmp_path / "b"
+    other_feats.mkdir()
+    with MatrixWriter(f"ark,scp:{other_feats}/f.ark,{other_feats}/f.scp") as w:
+        w.write("someone-else", np.zeros((5, 3), np.float32))
+    r = nnet_get_egs(tmp_path, *CLI_SMALL, f"scp:{other_feats}/f.scp", ts, "egs")
+    assert "no training examples" in error_line(r)
+    assert "No targets for key someone-else" in r.stderr
+    assert [p for p in os.listdir(tmp_path / "egs") if p != "info"] == []
