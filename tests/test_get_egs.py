@@ -13,6 +13,7 @@ from nnet_tools.egs import EgsArchive
 from nnet_tools.errors import NnetError
 from nnet_tools.nnet import frame_windows
 from nnet_tools.tables import IntVectorWriter, MatrixWriter
+from conftest import error_line
 
 SMALL = dict(frames_per_eg=4, left_context=2, right_context=3, samples_per_iter=30, num_utts_subset=3,
              num_frames_diagnostic=20, num_train_frames_combine=40)
@@ -243,11 +244,6 @@ def nnet_get_egs(cwd, *args):
                           timeout=120)
 
 
-def error_line(result):
-    assert result.returncode == 1, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
-    assert len(errors) == 1, result.stderr
-    return errors[0]
 
 
 CLI_SMALL = ["--frames-per-eg", 4, "--num-utts-subset", 3, "--samples-per-iter", 30,

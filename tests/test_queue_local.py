@@ -9,6 +9,7 @@ import pytest
 
 from nnet_tools.errors import NnetError
 from nnet_tools.queue import config, parse_args, quote_command, tasklog
+from conftest import error_line
 
 HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
 FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
@@ -28,12 +29,6 @@ def read_log(path):
     return head.group(1), text[head.end():foot.start()], int(foot.group(2)), int(foot.group(1))
 
 
-def error_line(result):
-    """The one ERROR line of a rejected call (stderr's first line echoes the command line)."""
-    assert result.returncode == 1, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
-    assert len(errors) == 1, result.stderr
-    return errors[0]
 
 
 def test_array_with_one_failing_task(tmp_path):

@@ -1,0 +1,65 @@
+"""Helpers shared by the program-level tests."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def error_line(result):
+    """The one ERROR line of a rejected call (stderr's first line echoes the command line)."""
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def run(*argv, cwd=None, check=False):
+    """Run a program; returns the CompletedProcess with text output."""
+    r = subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd)
+    if check and r.returncode:
+        raise AssertionError(f"{argv} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r
+
+
+def write_egs_dir(path, num_archives=4, egs_per_archive=600, dim=6, classes=4, fpe=2, left=1, right=1, seed=0):
+    """A small, learnable egs dir (class-dependent means) laid out as nnet-get-egs does."""
+    from nnet_tools import egs
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(classes, dim)) * 2
+
+    def make(n):
+        labels = rng.integers(0, classes, (n, fpe)).astype(np.int32)
+        inputs = rng.normal(size=(n, left + fpe + right, dim)).astype(np.float32)
+        inputs[:, left:left + fpe] += centers[labels]
+        return inputs, labels, [f"utt{i}-0" for i in range(n)]
+    for k in range(1, num_archives + 1):
+        egs.write_archive(path / f"egs.{k}.ark", *make(egs_per_archive), left, right)
+    for name in ("valid_diagnostic", "train_diagnostic", "combine"):
+        egs.write_archive(path / f"{name}.egs", *make(200), left, right)
+    (path / "info").mkdir(parents=True, exist_ok=True)
+    for key, value in dict(num_archives=num_archives, frames_per_eg=fpe, feat_dim=dim, left_context=left,
+                           right_context=right, output_dim=classes).items():
+        (path / "info" / key).write_text(f"{value}\n")
+    return path
+
+
+SMALL_CONFIG = """input-dim: 6
+splice: -1:1
+layers:
+  - {name: hidden, type: relu-batchnorm, dim: 16}
+  - {name: output, type: output, dim: 4}
+"""
+
+
+@pytest.fixture
+def small_model(tmp_path):
+    """(config path, model path) of a small NG model matching write_egs_dir's defaults."""
+    cfg = tmp_path / "model.yaml"
+    cfg.write_text(SMALL_CONFIG)
+    mdl = tmp_path / "0.mdl"
+    run("nnet-init", "--srand", 1, cfg, mdl, check=True)
+    return cfg, mdl

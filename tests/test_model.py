@@ -1,0 +1,87 @@
+import pytest
+import torch
+
+from nnet_tools import config, model_io
+from nnet_tools.errors import NnetError
+from nnet_tools.nnet import Nnet, frame_windows
+
+
+def cfg(text):
+    return config.normalize(config.yaml_load(text))
+
+
+BASE = """input-dim: 5
+splice: -2:2
+layers:
+  - {name: a, type: relu-batchnorm-dropout, dim: 8, dropout-proportion: 0.1}
+  - {name: b, type: tanh, dim: 6, learning-rate-factor: 0.5, natural-gradient: simple}
+  - {name: output, type: output, dim: 3}
+"""
+
+
+def test_splice_range_survives_yaml_and_sets_context():
+    c = cfg(BASE)
+    assert c["splice"] == [-2, -1, 0, 1, 2]  # YAML 1.1 alone would read -2:2 as -122
+    assert config.context(c) == (2, 2)
+    assert cfg(BASE.replace("-2:2", "[1, 3]"))["splice"] == [1, 3]
+    assert config.context(cfg(BASE.replace("-2:2", "[1, 3]"))) == (0, 3)
+
+
+def test_defaults_follow_xconfig():
+    a, b, out = cfg(BASE)["layers"]
+    assert a["max-change"] == 0.75 and out["max-change"] == 1.5
+    assert a["natural-gradient"] is True and b["natural-gradient"] == "simple"
+    assert out["param-stddev"] == 0.0 and out["bias-stddev"] == 0.0
+    assert b["learning-rate-factor"] == 0.5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("input-dim: 5\nlayers: []", "non-empty"),
+    ("input-dim: 5\nlayers:\n - {type: relu, dim: 4}\n - {type: relu, dim: 3}", "last layer"),
+    ("input-dim: 5\nlayers:\n - {type: swish, dim: 4}\n - {type: output, dim: 3}", "unknown layer type"),
+    ("input-dim: 5\nlayers:\n - {type: output, dim: 3, colour: red}", "unknown key"),
+    ("input-dim: 5\nsplice: 2:-2\nlayers:\n - {type: output, dim: 3}", "splice"),
+    ("layers:\n - {type: output, dim: 3}", "input-dim"),
+])
+def test_bad_configs(text, message):
+    with pytest.raises(NnetError, match=message):
+        cfg(text)
+
+
+def test_forward_shapes_and_log_probabilities():
+    torch.manual_seed(0)
+    model = Nnet(cfg(BASE)).eval()
+    out = model(torch.randn(7, 5, 5))
+    assert out.shape == (7, 3)
+    assert torch.allclose(out.exp().sum(1), torch.ones(7), atol=1e-5)
+
+
+def test_model_file_round_trip_is_weights_only_and_exact(tmp_path):
+    torch.manual_seed(0)
+    model = Nnet(cfg(BASE))
+    model.train()(torch.randn(16, 5, 5)).sum().backward()  # moves batch-norm stats, fills NG state
+    model_io.save(model, tmp_path / "m.mdl")
+    blob = torch.load(tmp_path / "m.mdl", weights_only=True)
+    assert set(blob["state"]) == set(model.state_dict())
+    assert not any("pre_" in k for k in blob["state"])  # NG state is never saved
+    again = model_io.load(tmp_path / "m.mdl")
+    x = torch.randn(4, 5, 5)
+    assert torch.equal(model.eval()(x), again.eval()(x))
+    assert again.config == model.config
+
+
+def test_unreadable_model_files(tmp_path):
+    (tmp_path / "junk.mdl").write_bytes(b"not a model")
+    with pytest.raises(NnetError, match="junk.mdl: not a readable"):
+        model_io.load(tmp_path / "junk.mdl")
+    with pytest.raises(NnetError, match="no such model file"):
+        model_io.load(tmp_path / "missing.mdl")
+    torch.save({"format": "something-else"}, tmp_path / "other.mdl")
+    with pytest.raises(NnetError, match="not an nnet-tools model"):
+        model_io.load(tmp_path / "other.mdl")
+
+
+def test_frame_windows_pad_edges_by_repeating_frames():
+    feats = torch.arange(4.0).unsqueeze(1)
+    w = frame_windows(feats, 2, 1)[:, :, 0]
+    assert w.tolist() == [[0, 0, 0, 1], [0, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 3]]

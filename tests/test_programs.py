@@ -1,0 +1,88 @@
+"""Program-level behaviour on bad input: one clear ERROR line, exit 1, nothing half-written."""
+import numpy as np
+import pytest
+
+from conftest import error_line, run, write_egs_dir
+from nnet_tools import tables
+
+
+@pytest.fixture
+def data(tmp_path):
+    """feats (dim 6, 3-frame utterances) and targets; utt3 has no targets."""
+    rng = np.random.default_rng(0)
+    with tables.MatrixWriter(f"ark,scp:{tmp_path}/feats.ark,{tmp_path}/feats.scp") as w:
+        for i in range(4):
+            w.write(f"utt{i}", rng.normal(size=(3, 6)).astype(np.float32))
+    with tables.IntVectorWriter(f"ark:{tmp_path}/targets.ark") as w:
+        for i in range(3):
+            w.write(f"utt{i}", np.array([0, 1, 3], dtype=np.int32))
+    return f"scp:{tmp_path}/feats.scp", f"ark:{tmp_path}/targets.ark"
+
+
+def test_compute_prob_on_tables_skips_and_counts_utterances_without_targets(small_model, data):
+    r = run("nnet-compute-prob", small_model[1], *data, check=True)
+    assert "utt3" in r.stderr and "skipped 1 utterances" in r.stderr
+    assert "Overall accuracy for 'output' is" in r.stderr and "over 9 frames." in r.stderr
+
+
+def test_unreadable_model_file(tmp_path, data):
+    (tmp_path / "bad.mdl").write_text("garbage")
+    assert "bad.mdl: not a readable nnet-tools model file" in error_line(run("nnet-compute-prob", tmp_path / "bad.mdl", *data))
+    assert "nope.mdl: no such model file" in error_line(run("nnet-info", tmp_path / "nope.mdl"))
+
+
+def test_missing_and_unknown_rspecifiers(small_model, tmp_path, data):
+    assert "nope.scp" in error_line(run("nnet-compute-prob", small_model[1], f"scp:{tmp_path}/nope.scp", data[1]))
+    assert "bad rspecifier" in error_line(run("nnet-compute", small_model[1], "foo:bar", f"ark:{tmp_path}/o.ark"))
+
+
+def test_feature_dim_mismatch_and_nothing_half_written(tmp_path):
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("input-dim: 5\nlayers:\n - {type: output, dim: 4}\n")
+    run("nnet-init", cfg, tmp_path / "m.mdl", check=True)
+    with tables.MatrixWriter(f"ark:{tmp_path}/f.ark") as w:
+        w.write("good", np.zeros((2, 5), np.float32))
+        w.write("wrong", np.zeros((2, 7), np.float32))
+    (tmp_path / "out.ark").write_text("precious")
+    line = error_line(run("nnet-compute", tmp_path / "m.mdl", f"ark:{tmp_path}/f.ark", f"ark:{tmp_path}/out.ark"))
+    assert "'wrong'" in line and "feature dim 7 does not match the model's 5" in line
+    assert (tmp_path / "out.ark").read_text() == "precious"  # the old output is untouched
+
+
+def test_target_id_beyond_output_dim(small_model, tmp_path, data):
+    with tables.IntVectorWriter(f"ark:{tmp_path}/big.ark") as w:
+        w.write("utt0", np.array([0, 9, 1], dtype=np.int32))
+    line = error_line(run("nnet-compute-prob", small_model[1], data[0], f"ark:{tmp_path}/big.ark"))
+    assert "utt0" in line and "target id 9" in line
+    write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=20, classes=7)
+    assert "target id 6 >= model output dim 4" in error_line(
+        run("nnet-compute-prob", small_model[1], tmp_path / "egs" / "valid_diagnostic.egs"))
+
+
+def test_empty_data(small_model, tmp_path):
+    with tables.MatrixWriter(f"ark:{tmp_path}/empty.ark"):
+        pass
+    assert "no utterance with targets" in error_line(
+        run("nnet-compute-prob", small_model[1], f"ark:{tmp_path}/empty.ark", f"ark:{tmp_path}/empty.ark"))
+
+
+def test_train_one_job_failure_writes_no_model(small_model, tmp_path):
+    write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=20, dim=5)
+    out = tmp_path / "1.mdl"
+    line = error_line(run("nnet-train-one-job", "--learning-rate", "0.001", small_model[1], tmp_path / "egs" / "egs.1.ark", out))
+    assert "feature dim 5 does not match the model's 6" in line
+    assert not out.exists()
+
+
+def test_compute_writes_log_posteriors(small_model, data, tmp_path):
+    run("nnet-compute", small_model[1], data[0], f"ark,t:{tmp_path}/post.txt", check=True)
+    outs = dict(tables.read_matrices(f"ark:{tmp_path}/post.txt"))
+    assert sorted(outs) == ["utt0", "utt1", "utt2", "utt3"]
+    assert np.allclose(np.exp(outs["utt0"]).sum(1), 1.0, atol=1e-4) and outs["utt0"].shape == (3, 4)
+
+
+def test_help_has_an_example():
+    for prog in ["nnet-init", "nnet-get-egs", "nnet-train-one-job", "nnet-average-models", "nnet-combine",
+                 "nnet-compute-prob", "nnet-show-progress", "nnet-compute", "nnet-info", "nnet-queue"]:
+        r = run(prog, "--help", check=True)
+        assert "xample" in r.stdout, prog

@@ -1,0 +1,32 @@
+"""recipes/digits end to end with the local backend: the acceptance run of the spine."""
+import re
+
+from conftest import REPO, run
+
+RECIPE = REPO / "recipes" / "digits"
+
+
+def copy_recipe(dest):
+    """A working copy of the recipe: its files linked, steps/ pointing at the repo's."""
+    dest.mkdir()
+    for name in ("run.sh", "cmd.sh", "local", "conf"):
+        (dest / name).symlink_to(RECIPE / name)
+    (dest / "steps").symlink_to(REPO / "steps")
+    return dest
+
+
+def test_digits_recipe_reaches_test_accuracy(tmp_path):
+    recipe = copy_recipe(tmp_path / "digits")
+    r = run("./run.sh", cwd=recipe, check=True)
+    accuracy = float(re.search(r"^Test accuracy: (\S+)$", r.stdout, re.M).group(1))
+    assert accuracy >= 0.95, r.stdout[-2000:]
+    # jobs ramp 2 -> 4 over the iterations, one train log per job
+    ramp = [int(j) for j in re.findall(r"Iter: \d+/\d+   Jobs: (\d+)", r.stdout)]
+    assert ramp[0] == 2 and ramp[-1] == 4 and ramp == sorted(ramp)
+    log = recipe / "exp" / "nnet" / "log"
+    for it, jobs in enumerate(ramp):
+        assert len(list(log.glob(f"train.{it}.*.log"))) == jobs
+    assert (recipe / "exp" / "nnet" / "final.mdl").exists()
+    # cleanup keeps every 100th iteration's model, the last iteration's and final.mdl (as Kaldi)
+    kept = {p.name for p in (recipe / "exp" / "nnet").glob("*.mdl")}
+    assert kept == {"0.mdl", f"{len(ramp)}.mdl", "final.mdl"}

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+import torch
+
+from conftest import SMALL_CONFIG, write_egs_dir
+from nnet_tools import config, diagnostics, egs
+from nnet_tools.errors import NnetError
+from nnet_tools.nnet import Nnet
+from nnet_tools.train import TrainOptions, train_one_job
+
+
+def model(ng=True, seed=0):
+    torch.manual_seed(seed)
+    text = SMALL_CONFIG if ng else "natural-gradient: false\n" + SMALL_CONFIG
+    return Nnet(config.normalize(config.yaml_load(text)))
+
+
+@pytest.fixture(scope="module")
+def egs_dir(tmp_path_factory):
+    return write_egs_dir(tmp_path_factory.mktemp("egs"))
+
+
+def valid_objf(net, egs_dir):
+    windows, labels = egs.EgsArchive(egs_dir / "valid_diagnostic.egs").all_frames(net)
+    s = diagnostics.compute_prob(net, windows, labels)
+    return s.objf / s.frames, s.correct / s.frames
+
+
+@pytest.mark.parametrize("ng", [True, False])
+def test_training_improves_the_objective(egs_dir, ng):
+    net = model(ng)
+    before, _ = valid_objf(net, egs_dir)
+    objf, frames = train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"),
+                                 TrainOptions(learning_rate=0.01, minibatch_size="64"))
+    after, accuracy = valid_objf(net, egs_dir)
+    assert frames == 576  # 600 egs in minibatches of 64: 24 discarded
+    assert after > before + 0.5 and accuracy > 0.9
+
+
+def test_frame_selection_skips_egs_without_that_label(tmp_path):
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, (50, 2)).astype(np.int32)
+    labels[:20, 1] = -1  # short final chunks: no label at position 1
+    egs.write_archive(tmp_path / "a.ark", rng.normal(size=(50, 4, 6)).astype(np.float32), labels,
+                      [f"u{i}" for i in range(50)], 1, 1)
+    archive = egs.EgsArchive(tmp_path / "a.ark")
+    assert train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=1, minibatch_size="1:64"))[1] == 30
+    assert train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=0, minibatch_size="1:64"))[1] == 50
+    with pytest.raises(NnetError, match="--frame 2 out of range"):
+        train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=2))
+
+
+def test_max_param_change_bounds_every_step(egs_dir):
+    net = model()
+    before = torch.cat([p.detach().flatten().clone() for p in net.parameters()])
+    train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"),
+                  TrainOptions(learning_rate=1.0, minibatch_size="100", max_param_change=1e-3))
+    after = torch.cat([p.detach().flatten() for p in net.parameters()])
+    assert 0 < (after - before).norm().item() <= 6 * 1e-3 * (1 + 1e-4)  # 6 minibatches
+
+
+def test_same_seed_same_model_other_seed_differs(egs_dir):
+    def trained(srand):
+        net = model()
+        train_one_job(net, egs.EgsArchive(egs_dir / "egs.2.ark"), TrainOptions(learning_rate=0.002, srand=srand, minibatch_size="64"))
+        return torch.cat([p.detach().flatten() for p in net.parameters()])
+    assert torch.equal(trained(3), trained(3))
+    assert not torch.equal(trained(3), trained(4))
+
+
+def test_momentum_trains(egs_dir):
+    net = model()
+    before, _ = valid_objf(net, egs_dir)
+    train_one_job(net, egs.EgsArchive(egs_dir / "egs.3.ark"), TrainOptions(learning_rate=0.01, momentum=0.5, minibatch_size="64"))
+    assert valid_objf(net, egs_dir)[0] > before + 0.5
+
+
+def test_egs_must_match_the_model(tmp_path):
+    write_egs_dir(tmp_path, num_archives=1, egs_per_archive=10, dim=5)
+    with pytest.raises(NnetError, match="feature dim 5 does not match the model's 6"):
+        train_one_job(model(), egs.EgsArchive(tmp_path / "egs.1.ark"), TrainOptions(learning_rate=1e-3))
+    write_egs_dir(tmp_path, num_archives=1, egs_per_archive=10, classes=9)
+    with pytest.raises(NnetError, match="target id 8 >= model output dim 4"):
+        train_one_job(model(), egs.EgsArchive(tmp_path / "egs.1.ark"), TrainOptions(learning_rate=1e-3))
+    write_egs_dir(tmp_path, num_archives=1, egs_per_archive=10, left=0)
+    with pytest.raises(NnetError, match="context"):
+        train_one_job(model(), egs.EgsArchive(tmp_path / "egs.1.ark"), TrainOptions(learning_rate=1e-3))
