@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""P3: per-iteration overhead (process starts, model I/O, averaging, diagnostics) as a fraction
+of an iteration's wall time, at Kaldi's default samples-per-iter (400000 egs in the archive).
+
+An iteration is run as the driver runs it: background compute-prob on valid and train
+diagnostic egs plus show-progress, the training job through `nnet-queue local JOB=1:1`, then
+nnet-average-models. Its wall time is compared with the same training loop run in this process
+(no process start, no model I/O). Prints both and the overhead fraction (goal <= 5%).
+
+    python3 benchmarks/iteration_overhead.py [--egs 400000] [--hidden 1024] [--layers 4] [--threads 1]
+"""
+import argparse
+import logging
+import os
+import subprocess
+import tempfile
+import time
+
+import torch
+
+from common import mlp_config, speech_like_archive
+from nnet_tools import egs, model_io, train
+from nnet_tools.log import logger
+from nnet_tools.nnet import Nnet
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--egs", type=int, default=400000)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--threads", type=int, default=1, help="threads per job, as the driver's --trainer.num-threads")
+    args = p.parse_args()
+    logger.setLevel(logging.WARNING)
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
+        speech_like_archive(f"{d}/egs.1.ark", args.egs)
+        for name, seed in (("valid_diagnostic", 1), ("train_diagnostic", 2)):
+            speech_like_archive(f"{d}/{name}.egs", 10000, seed=seed)  # Kaldi: 10000 frames each
+        for key, value in dict(num_archives=1, frames_per_eg=1).items():
+            os.makedirs(f"{d}/info", exist_ok=True)
+            open(f"{d}/info/{key}", "w").write(f"{value}\n")
+        torch.manual_seed(0)
+        model = Nnet(mlp_config(args.hidden, args.layers, natural_gradient=True))
+        model_io.save(model, f"{d}/0.mdl")
+        model_io.save(model, f"{d}/1.mdl")
+        lr, mb = "--learning-rate=0.0003", "--minibatch-size=512"
+
+        t0 = time.perf_counter()
+        background = [subprocess.Popen(["nnet-queue", "local", f"{d}/log/compute_prob_{s}.1.log", "nnet-compute-prob",
+                                        f"{d}/1.mdl", f"{d}/{s}_diagnostic.egs"]) for s in ("valid", "train")]
+        background.append(subprocess.Popen(["nnet-queue", "local", f"{d}/log/progress.1.log", "nnet-show-progress",
+                                            f"{d}/0.mdl", f"{d}/1.mdl"]))
+        subprocess.run(["nnet-queue", "local", "--num-threads", str(args.threads), "JOB=1:1", f"{d}/log/train.1.JOB.log",
+                        "nnet-train-one-job", lr, mb, f"--num-threads={args.threads}", "--use-gpu=no", "--job=JOB",
+                        "--archives-processed=0", f"{d}/1.mdl", d, f"{d}/2.JOB.mdl"], check=True)
+        subprocess.run(["nnet-queue", "local", f"{d}/log/average.1.log", "nnet-average-models", f"{d}/2.1.mdl",
+                        f"{d}/2.mdl"], check=True)
+        for b in background:
+            b.wait()
+        iteration = time.perf_counter() - t0
+
+        model = model_io.load(f"{d}/1.mdl")
+        t0 = time.perf_counter()
+        train.train_one_job(model, egs.EgsArchive(f"{d}/egs.1.ark"), train.TrainOptions(learning_rate=0.0003))
+        compute = time.perf_counter() - t0
+    print(f"model 440-{args.hidden}x{args.layers}-2000 (natural gradient), {args.egs} egs, minibatch 512, "
+          f"{args.threads} thread(s) per job")
+    print(f"iteration wall time (driver's commands): {iteration:8.1f} s")
+    print(f"training loop alone, in process       : {compute:8.1f} s")
+    print(f"P3 per-iteration overhead = {(iteration - compute) / iteration:.1%} of iteration wall time   (goal <= 5%)")
+
+
+if __name__ == "__main__":
+    main()
