@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 
-from nnet_tools import logparse, schedule
+from nnet_tools import logparse, report, schedule
 from nnet_tools.egs import read_info
+from nnet_tools.fileio import write_text
 from nnet_tools.minibatch import halve
 
 
@@ -79,18 +80,21 @@ class Launcher:
             sys.exit(f"steps/train_dnn.py: failed: {os.path.join(self.log_dir, log)}")
 
     def start(self, log, command):
-        self.background = [p for p in self.background if p.poll() is None]
+        self._reap(block=False)
         self.background.append(subprocess.Popen(self.argv(log, command)))
 
     def wait(self):
+        self._reap(block=True)
+
+    def _reap(self, block):
+        running = []
         for p in self.background:
-            if p.wait() != 0:  # diagnostics only warn, as in Kaldi
+            code = p.wait() if block else p.poll()
+            if code is None:
+                running.append(p)
+            elif code != 0:  # diagnostics only warn, as in Kaldi
                 print(f"steps/train_dnn.py: WARNING: background job failed: {' '.join(p.args)}", file=sys.stderr)
-        self.background = []
-
-
-def mdl(args, it):
-    return os.path.join(args.dir, f"{it}.mdl")
+        self.background = running
 
 
 def diagnostics(launcher, model, tag, egs_dir, previous=None):
@@ -130,22 +134,6 @@ def train_iteration(args, launcher, it, jobs, lrate, processed, egs_dir):
         os.remove(o)
     if not os.path.getsize(mdl(args, it + 1)):
         sys.exit(f"steps/train_dnn.py: {mdl(args, it + 1)} is empty")
-
-
-def write_accuracy_report(args, iters):
-    rows = ["%Iter\tduration\ttrain_objective\tvalid_objective\tdifference"]
-    total = 0.0
-    for it in list(range(iters + 1)) + ["final"]:
-        train = logparse.compute_prob(os.path.join(args.dir, "log", f"compute_prob_train.{it}.log")).get("accuracy")
-        valid = logparse.compute_prob(os.path.join(args.dir, "log", f"compute_prob_valid.{it}.log")).get("accuracy")
-        times = [logparse.accounting_time(os.path.join(args.dir, "log", f"train.{it}.{j}.log")) for j in range(1, 100)]
-        duration = max([t for t in times if t is not None], default=0.0)
-        total += duration
-        if train is not None and valid is not None:
-            rows.append(f"{it}\t{duration:g}\t{train:g}\t{valid:g}\t{valid - train:g}")
-    rows.append(f"Total training time is {time.strftime('%H:%M:%S', time.gmtime(total))}")
-    with open(os.path.join(args.dir, "accuracy.report"), "w") as f:
-        f.write("\n".join(rows) + "\n")
 
 
 def main():
@@ -213,7 +201,8 @@ def main():
         for i in range(iters):
             if i % args.preserve_interval and os.path.exists(mdl(args, i)):
                 os.remove(mdl(args, i))
-    write_accuracy_report(args, iters)
+    write_text(os.path.join(args.dir, "accuracy.report"), report.accuracy_report(args.dir))
+    print(report.dir_info(args.dir), flush=True)
     print(f"steps/train_dnn.py: done; final model {final}", flush=True)
 
 

@@ -43,6 +43,7 @@ def test_layout_and_job_ramp(trained):
         assert (exp / name).exists(), name
     assert not list(exp.glob("*.*.mdl"))  # per-job models are deleted after averaging
     assert re.findall(r"Iter: (\d+)/3   Jobs: (\d)", first.stdout) == [("0", "2"), ("1", "2"), ("2", "3"), ("3", "3")]
+    assert f"{exp}: num-iters=4 nj=2..3 loglike:train/valid[2,4,final]=(" in first.stdout
 
 
 def test_log_wording(trained):

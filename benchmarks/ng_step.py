@@ -1,0 +1,115 @@
+"""P1: NG-SGD train-step time over plain-SGD train-step time, measured side by side.
+
+The network is 440-1024x4-2000 (ReLU hidden layers, log-softmax, summed NLL) at minibatch
+512 on the CPU. The plain step uses torch.nn.functional.linear and the NG step ng_linear with
+the same weights, Kaldi's default ranks and update period 4. Warm-up and measurement are
+interleaved in one process: plain and NG blocks alternate, each block a multiple of the
+update period so update and skip calls are both in it. The P1 ratio is the median over
+adjacent (plain, NG) block pairs of their time ratio, which cancels slow drifts in machine
+load. Also printed: the ratio of the per-method medians, of the fastest blocks, and of process
+CPU time, with the load average: on a shared machine, trust a run whose blocks agree.
+Goal: <= 1.15.
+
+Usage: python benchmarks/ng_step.py [--minibatch 512] [--blocks 11] [--steps 4] [--threads N]
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from nnet_tools.ng import OnlineNaturalGradient, default_ranks, ng_linear
+
+DIMS = [440, 1024, 1024, 1024, 1024, 2000]
+
+
+def build(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    params = []
+    for din, dout in zip(DIMS[:-1], DIMS[1:]):
+        w = (torch.randn(dout, din, generator=g) / din ** 0.5).requires_grad_(True)
+        b = torch.zeros(dout, requires_grad=True)
+        params.append((w, b))
+    return params
+
+
+def preconditioners(update_period=4):
+    pres = []
+    for din, dout in zip(DIMS[:-1], DIMS[1:]):
+        r_in, r_out = default_ranks(din, dout)
+        pres.append((OnlineNaturalGradient(r_in, update_period=update_period),
+                     OnlineNaturalGradient(r_out, update_period=update_period)))
+    return pres
+
+
+def step(params, x, y, lr, pres=None):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = F.linear(h, w, b) if pres is None else ng_linear(h, w, b, *pres[i])
+        if i < len(params) - 1:
+            h = torch.relu(h)
+    loss = F.nll_loss(F.log_softmax(h, dim=1), y, reduction="sum")
+    loss.backward()
+    with torch.no_grad():
+        for w, b in params:
+            w.add_(w.grad, alpha=-lr)
+            b.add_(b.grad, alpha=-lr)
+            w.grad = b.grad = None
+    return loss
+
+
+def timed(fn, n):
+    """Wall and process-CPU seconds per call. CPU time excludes the time other processes on
+    a shared machine held the cores, so with one thread it cross-checks the wall ratio."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - wall) / n, (time.process_time() - cpu) / n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minibatch", type=int, default=512)
+    ap.add_argument("--blocks", type=int, default=11, help="measured blocks per method")
+    ap.add_argument("--steps", type=int, default=4, help="steps per block (multiple of 4)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(args.minibatch, DIMS[0], generator=g)
+    y = torch.randint(DIMS[-1], (args.minibatch,), generator=g)
+    params, pres, lr = build(), preconditioners(), 1e-6
+
+    def plain():
+        step(params, x, y, lr)
+
+    def ng():
+        step(params, x, y, lr, pres)
+
+    # Warm-up: past the NG initialisation and its 10 forced updates, and the allocator.
+    timed(plain, 3)
+    timed(ng, 14)
+    t_plain, t_ng = [], []
+    for _ in range(args.blocks):
+        t_plain.append(timed(plain, args.steps))
+        t_ng.append(timed(ng, args.steps))
+    wall_p, wall_n = [t[0] for t in t_plain], [t[0] for t in t_ng]
+    cpu_p, cpu_n = [t[1] for t in t_plain], [t[1] for t in t_ng]
+    mp, mn = statistics.median(wall_p), statistics.median(wall_n)
+    paired = statistics.median(n / p for p, n in zip(wall_p, wall_n))
+    cpu_paired = statistics.median(n / p for p, n in zip(cpu_p, cpu_n))
+    print(f"network {'-'.join(map(str, DIMS))}, minibatch {args.minibatch}, "
+          f"{torch.get_num_threads()} threads, {args.blocks} blocks x {args.steps} steps, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"plain SGD step: median {1000 * mp:.1f} ms  (blocks: {' '.join(f'{1000 * t:.1f}' for t in wall_p)})")
+    print(f"NG-SGD step:    median {1000 * mn:.1f} ms  (blocks: {' '.join(f'{1000 * t:.1f}' for t in wall_n)})")
+    print(f"ratio of medians {mn / mp:.3f}; of fastest blocks {min(wall_n) / min(wall_p):.3f}; "
+          f"of process CPU time (paired median) {cpu_paired:.3f}")
+    print(f"P1 ratio NG-SGD / plain SGD step time (median of paired blocks): {paired:.3f} (goal <= 1.15)")
+
+
+if __name__ == "__main__":
+    main()

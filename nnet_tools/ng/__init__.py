@@ -1,0 +1,12 @@
+"""Natural-gradient SGD (Kaldi nnet3's online NG and nnet2's simple NG) in pure PyTorch."""
+from .linear import ng_linear
+from .online import OnlineNaturalGradient
+from .simple import SimpleNaturalGradient
+
+
+def default_ranks(din, dout):
+    """Kaldi's NaturalGradientAffineComponent ranks: (min(20, (Din+1)/2), min(80, (Dout+1)/2))."""
+    return min(20, (din + 1) // 2), min(80, (dout + 1) // 2)
+
+
+__all__ = ["OnlineNaturalGradient", "SimpleNaturalGradient", "ng_linear", "default_ranks"]

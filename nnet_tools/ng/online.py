@@ -1,0 +1,236 @@
+"""Kaldi's online natural-gradient preconditioner (nnet3 ``OnlineNaturalGradient``), in torch.
+
+Per side of an affine layer it tracks a Fisher (scatter) estimate of the rows of X,
+
+    F_t = R_t^T diag(d_t) R_t + rho_t I,      R_t: rank x D with orthonormal rows,
+
+updated by one power-method step against the smoothed scatter T_t = eta S_t + (1-eta) F_t,
+S_t = X^T X / N, and returns the rows multiplied by the smoothed inverse
+beta_t (F_t + alpha/D tr(F_t) I)^{-1}, written in Woodbury form X_hat = X - X W^T W with
+W_t = E_t^{1/2} R_t stored instead of R_t. The notation follows Kaldi's
+src/nnet3/natural-gradient-online.{h,cc}.
+
+The N x D work (three thin GEMMs per update, two otherwise) runs in X's dtype on X's
+device; the rank x rank problem (Z_t, its eigendecomposition, floors, the new d and rho,
+re-orthogonalisation) runs on the CPU in float64, as Kaldi does. That is the only host
+sync, and it happens only on update calls (every call for the first 10, then every
+``update_period``).
+"""
+import math
+
+import torch
+
+from ..log import logger
+
+_NUM_INITIAL_UPDATES = 10       # Kaldi hard-codes 10 updates before skipping any.
+_CONDITION_THRESHOLD = 1.0e6    # re-orthogonalise when c_max > this * c_min
+_ORTHOGONAL_TOLERANCE = 1.0e-3  # R R^T this close to I needs no re-orthogonalisation
+_MAX_CHOLESKY_INVERSE = 100.0   # a larger C^{-1} means Cholesky is unreliable: use QR
+_CPU64 = {"device": "cpu", "dtype": torch.float64}
+
+
+def orthonormal_special(rank, dim):
+    """Kaldi's deterministic start: row r has entries at columns r, r+rank, ...; the first is
+    1.1, the rest 1, row normalised. The 1.1 keeps any sum of rows from being all-ones."""
+    cols = torch.arange(dim)
+    rows = cols % rank
+    per_row = torch.bincount(rows, minlength=rank).to(torch.float64)
+    vals = torch.ones(dim, dtype=torch.float64)
+    vals[:rank] = 1.1
+    vals /= torch.sqrt(1.1 ** 2 + per_row[rows] - 1.0)
+    out = torch.zeros(rank, dim, dtype=torch.float64)
+    out[rows, cols] = vals
+    return out
+
+
+class OnlineNaturalGradient:
+    """Online low-rank-plus-identity natural-gradient preconditioner for one side of a layer.
+
+    ``X_hat, gamma = pre.precondition(X)``: X is [N, D]; X_hat = X - X W^T W; gamma is a
+    0-dim tensor, sqrt(||X||^2 / ||X_hat||^2) (1 for all-zero X), NOT applied to X_hat.
+    The state (W, d, rho, t) lives in plain tensors on this object, never in a module's
+    state dict: Kaldi re-estimates it in every job. It follows X's device and dtype.
+    """
+
+    def __init__(self, rank, update_period=4, num_samples_history=2000.0, alpha=4.0,
+                 epsilon=1.0e-10, delta=5.0e-4, num_minibatches_history=0.0):
+        if rank < 1:
+            raise ValueError(f"rank must be >= 1, got {rank}")
+        if update_period < 1:
+            raise ValueError(f"update_period must be >= 1, got {update_period}")
+        if not 0.0 < num_samples_history <= 1.0e6:
+            raise ValueError(f"num_samples_history must be in (0, 1e6], got {num_samples_history}")
+        if num_minibatches_history != 0.0 and not 1.0 < num_minibatches_history < 1.0e6:
+            raise ValueError("num_minibatches_history must be 0 (off) or in (1, 1e6), "
+                             f"got {num_minibatches_history}")
+        if alpha < 0.0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if not 0.0 < epsilon <= 1.0e-5:
+            raise ValueError(f"epsilon must be in (0, 1e-5], got {epsilon}")
+        if not 0.0 < delta <= 1.0e-2:
+            raise ValueError(f"delta must be in (0, 1e-2], got {delta}")
+        self.rank = int(rank)
+        self.update_period = int(update_period)
+        self.num_samples_history = float(num_samples_history)
+        self.num_minibatches_history = float(num_minibatches_history)
+        self.alpha = float(alpha)
+        self.epsilon = float(epsilon)
+        self.delta = float(delta)
+        self.reset()
+
+    def reset(self):
+        """Forget the estimate; the next call re-initialises from its minibatch."""
+        self.t = 0       # calls so far (Kaldi's t_); 0 means not initialised
+        self.W = None    # [rank, D], X's dtype and device: E_t^{1/2} R_t
+        self.d = None    # [rank] float64 CPU: diag(D_t), descending
+        self.rho = None  # 0-dim float64 CPU
+
+    def to(self, device=None, dtype=None):
+        """Move the N x D-side state (W); d and rho stay on the CPU in float64."""
+        if self.W is not None:
+            self.W = self.W.to(device=device, dtype=dtype)
+        return self
+
+    def eta(self, n):
+        """Forgetting factor for a minibatch of n rows, capped at 0.9 (all-zero input)."""
+        if self.num_minibatches_history > 0.0:
+            return 1.0 / self.num_minibatches_history
+        return min(1.0 - math.exp(-n / self.num_samples_history), 0.9)
+
+    def updating(self):
+        t = self.t
+        return t <= _NUM_INITIAL_UPDATES or (t - _NUM_INITIAL_UPDATES) % self.update_period == 0
+
+    @torch.no_grad()
+    def precondition(self, X, inplace=False):
+        """Return (X_hat, gamma). inplace=True writes X_hat over X (a caller-owned temporary),
+        saving one pass over memory."""
+        if X.dim() != 2:
+            raise ValueError(f"precondition expects a 2-D [N, D] tensor, got shape {tuple(X.shape)}")
+        N, D = X.shape
+        if D == 1 or N == 0:  # rank would be 0: the rescaled NG step is the identity
+            return X, X.new_ones(())
+        if self.t == 0:
+            self._init(X)
+        if self.W.device != X.device or self.W.dtype != X.dtype:
+            self.W = self.W.to(device=X.device, dtype=X.dtype)
+        W = self.W
+        H = torch.mm(X, W.t())                       # H_t = X_t W_t^T      [N, R]
+        tr_x = torch.linalg.vector_norm(X).square()  # tr(X X^T), before X_hat exists
+        stats = self._stats(X, H, tr_x) if self.updating() else None  # needs X itself
+        if inplace:
+            X_hat = X.addmm_(H, W, alpha=-1.0)        # X_t - H_t W_t
+        else:
+            X_hat = torch.addmm(X, H, W, alpha=-1.0)
+        if stats is not None:
+            self._update(N, D, *stats)
+        tr_xhat = torch.linalg.vector_norm(X_hat).square()
+        # gamma = 1 for zero input; the clamp only keeps the unused branch finite.
+        gamma = torch.where(tr_x > 0, torch.sqrt(tr_x / tr_xhat.clamp(min=torch.finfo(X.dtype).tiny)),
+                            torch.ones_like(tr_x))
+        self.t += 1
+        return X_hat, gamma
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _init(self, X0):
+        """Structured start, then 3 update iterations on copies of the first minibatch (1 if
+        N <= rank: one already gives its row space). The first real call still has t = 0."""
+        N, D = X0.shape
+        if self.rank >= D:
+            logger.warning(f"Rank {self.rank} of online preconditioner is >= dim {D}, "
+                           f"setting it to {D - 1} (but this is probably still too high)")
+            self.rank = D - 1
+        R = self.rank
+        e0 = 1.0 / (2.0 + (D + R) * self.alpha / D)
+        self.W = (math.sqrt(e0) * orthonormal_special(R, D)).to(device=X0.device, dtype=X0.dtype)
+        self.d = torch.full((R,), self.epsilon, **_CPU64)
+        self.rho = torch.tensor(self.epsilon, **_CPU64)
+        tr_x = torch.linalg.vector_norm(X0).square()
+        for _ in range(3 if N > R else 1):
+            H = torch.mm(X0, self.W.t())
+            self._update(N, D, *self._stats(X0, H, tr_x))
+
+    def _stats(self, X, H, tr_x):
+        """J = H^T X in X's dtype; L = H^T H, K = J J^T and tr(X X^T) in float64, fetched to the
+        CPU with one transfer. K and L square the data's condition number (the spread of
+        the scatter's eigenvalues), so forming them in float32 loses the small eigenvalues;
+        in float64 they cost R^2 min(N, D) flops, small beside the N D R GEMMs."""
+        N, D = X.shape
+        R = H.shape[1]
+        J = torch.mm(H.t(), X)                              # [R, D]
+        J64 = J.to(torch.float64)
+        if N > D:  # L = W J^T and K = J J^T in one GEMM
+            LK = torch.mm(torch.cat([self.W.to(torch.float64), J64]), J64.t())
+        else:
+            H64 = H.to(torch.float64)
+            LK = torch.cat([torch.mm(H64.t(), H64), torch.mm(J64, J64.t())])
+        host = torch.cat([LK.reshape(-1), tr_x.to(torch.float64).reshape(1)]).to(**_CPU64)
+        L, K = host[:R * R].view(R, R), host[R * R:2 * R * R].view(R, R)
+        return J, L, K, host[-1]
+
+    def _update(self, N, D, J, L, K, tr_x):
+        """One power-method step: W_{t+1}, d_{t+1}, rho_{t+1} from the stats of X_t."""
+        R, alpha = self.rank, self.alpha
+        eta = self.eta(N)
+        eta_n, eta1 = eta / N, 1.0 - eta
+        d, rho = self.d, self.rho
+        L = 0.5 * (L + L.t())
+        K = 0.5 * (K + K.t())
+        beta = rho * (1.0 + alpha) + alpha * d.sum() / D
+        e = 1.0 / (beta / d + 1.0)
+        inv_sqrt_e = e.rsqrt()
+        d_rho = d + rho                                  # diag(D_t + rho_t I)
+        # Z_t = Y_t Y_t^T with Y_t = R_t T_t, from K and L (header's eqn:Zt).
+        scale = inv_sqrt_e[:, None] * inv_sqrt_e[None, :]
+        L_e = L * scale
+        Z = (eta_n ** 2) * (K * scale) + (eta_n * eta1) * (L_e * d_rho[None, :] + d_rho[:, None] * L_e)
+        Z.diagonal().add_((eta1 ** 2) * d_rho.square())
+        # Z scales with the 4th power of the data: normalise before the eigendecomposition.
+        z_scale = torch.clamp(Z.trace(), min=1.0)
+        c, U = torch.linalg.eigh(Z / z_scale)
+        c, U = c.flip(0) * z_scale, U.flip(1)            # descending, as Kaldi's SortSvd
+        c_floor = (rho * eta1).square()
+        reorth = bool(c[0] > _CONDITION_THRESHOLD * c[-1]) or bool((c < c_floor).any())
+        c = torch.maximum(c, c_floor)
+        sqrt_c = c.sqrt()
+        # rho_{t+1} keeps tr(F_{t+1}) = tr(T_t); then floor rho and d absolutely and relatively.
+        rho1 = (eta_n * tr_x + eta1 * (D * rho + d.sum()) - sqrt_c.sum()) / (D - R)
+        floor = torch.clamp(self.delta * sqrt_c.max(), min=self.epsilon)
+        d1 = torch.maximum(sqrt_c - rho1, floor)
+        rho1 = torch.maximum(rho1, floor)
+        beta1 = rho1 * (1.0 + alpha) + alpha * d1.sum() / D
+        sqrt_e1 = (1.0 / (beta1 / d1 + 1.0)).sqrt()
+        # W_{t+1} = A_t B_t, A_t = (eta/N) E_{t+1}^{1/2} C_t^{-1/2} U_t^T E_t^{-1/2},
+        # B_t = J_t + (1-eta)/(eta/N) (D_t + rho_t I) W_t, formed in place of J_t.
+        A = eta_n * (sqrt_e1 / sqrt_c)[:, None] * U.t() * inv_sqrt_e[None, :]
+        coeff = (eta1 / eta_n) * d_rho
+        to_dev = {"device": J.device, "dtype": J.dtype}
+        W1 = torch.mm(A.to(**to_dev), J.addcmul_(coeff.to(**to_dev)[:, None], self.W))
+        if reorth:
+            W1 = self._reorthogonalize(W1, sqrt_e1)
+        self.W, self.d, self.rho = W1, d1, rho1
+
+    def _reorthogonalize(self, W1, sqrt_e1):
+        """Make R_{t+1} = E^{-1/2} W_{t+1} orthonormal again: W <- E^{1/2} C^{-1} E^{-1/2} W with
+        O = C C^T (Cholesky), which disturbs the top rows least; Gram-Schmidt (Householder QR)
+        when Cholesky fails or C^{-1} is out of range."""
+        R = W1.shape[0]
+        inv_sqrt_e1 = 1.0 / sqrt_e1
+        O = torch.mm(W1, W1.t()).to(**_CPU64) * (inv_sqrt_e1[:, None] * inv_sqrt_e1[None, :])
+        eye = torch.eye(R, **_CPU64)
+        if bool((O - eye).abs().max() <= _ORTHOGONAL_TOLERANCE):
+            return W1
+        C, info = torch.linalg.cholesky_ex(O)
+        if int(info) == 0:
+            C_inv = torch.linalg.solve_triangular(C, eye, upper=False)
+            if bool(torch.isfinite(C_inv).all()) and bool(C_inv.max() < _MAX_CHOLESKY_INVERSE):
+                M = sqrt_e1[:, None] * C_inv * inv_sqrt_e1[None, :]
+                return torch.mm(M.to(device=W1.device, dtype=W1.dtype), W1)
+        logger.warning("Cholesky failed or out of range while re-orthogonalizing R_t; "
+                       "using Gram-Schmidt")
+        Q, Rq = torch.linalg.qr(W1.to(**_CPU64).t())
+        # QR's Q^T rows are Gram-Schmidt of W's rows up to sign; keep each row's direction.
+        sign = torch.where(Rq.diagonal() < 0, -1.0, 1.0).to(torch.float64)
+        rows = Q.t() * (sign * sqrt_e1)[:, None]
+        return rows.to(device=W1.device, dtype=W1.dtype)
