@@ -104,8 +104,9 @@ def main():
     print(f"network {'-'.join(map(str, DIMS))}, minibatch {args.minibatch}, "
           f"{torch.get_num_threads()} threads, {args.blocks} blocks x {args.steps} steps, "
           f"load average {os.getloadavg()[0]:.2f}")
-    print(f"plain SGD step: median {1000 * mp:.1f} ms  (blocks: {' '.join(f'{1000 * t:.1f}' for t in wall_p)})")
-    print(f"NG-SGD step:    median {1000 * mn:.1f} ms  (blocks: {' '.join(f'{1000 * t:.1f}' for t in wall_n)})")
+    for name, med, blocks in (("plain SGD", mp, wall_p), ("NG-SGD", mn, wall_n)):
+        print(f"{name + ' step:':16s}median {1000 * med:.1f} ms  "
+              f"(blocks: {' '.join(f'{1000 * t:.1f}' for t in blocks)})")
     print(f"ratio of medians {mn / mp:.3f}; of fastest blocks {min(wall_n) / min(wall_p):.3f}; "
           f"of process CPU time (paired median) {cpu_paired:.3f}")
     print(f"P1 ratio NG-SGD / plain SGD step time (median of paired blocks): {paired:.3f} (goal <= 1.15)")

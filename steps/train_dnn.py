@@ -97,6 +97,10 @@ class Launcher:
         self.background = running
 
 
+def mdl(args, it):
+    return os.path.join(args.dir, f"{it}.mdl")
+
+
 def diagnostics(launcher, model, tag, egs_dir, previous=None):
     """compute_prob_{valid,train}.<tag>.log, and progress.<tag>.log against the previous model."""
     for subset in ("valid", "train"):

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="CUDA is not available: the GPU parity tests need a GPU")
 
 
-@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-6), (torch.float32, 2e-3)])
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-6), (torch.float32, 2e-3)], ids=["float64", "float32"])
 @pytest.mark.parametrize("N,D,R", [(60, 25, 10), (512, 1025, 20), (512, 2000, 80), (40, 300, 30)])
 def test_online_cpu_gpu_parity(dtype, tol, N, D, R):
     g = torch.Generator().manual_seed(N + D + R)

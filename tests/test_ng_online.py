@@ -140,7 +140,8 @@ TOLERANCE = {torch.float32: 3e-4, torch.float64: 1e-5}
 
 @pytest.mark.parametrize("dtype,seed,zero_every", [(torch.float32, s, 0) for s in range(6)]
                          + [(torch.float64, s, 0) for s in (6, 7)]
-                         + [(torch.float32, 8, 3), (torch.float64, 10, 4)])
+                         + [(torch.float32, 8, 3), (torch.float64, 10, 4)],
+                         ids=lambda v: str(v).replace("torch.", "") if isinstance(v, torch.dtype) else str(v))
 def test_matches_dense_reference(dtype, seed, zero_every):
     R, N, D, batches = kaldi_problem(seed, zero_every)
     tol = TOLERANCE[dtype]

@@ -136,7 +136,7 @@ def test_bad_input_one_line(tmp_path, args, message):
 
 def test_unknown_backend(tmp_path):
     r = subprocess.run(["nnet-queue", "pbs", "log/a.log", "true"], cwd=tmp_path, capture_output=True, text=True)
-    assert "unknown backend 'pbs' (known: local)" in error_line(r)
+    assert "unknown backend 'pbs' (known: local, sge, slurm)" in error_line(r)
 
 
 def _gone(pid):

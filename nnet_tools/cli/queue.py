@@ -15,17 +15,23 @@ Options (before JOB=/LOG; everything after LOG is the command, untouched):
   --mem 4G            memory per task (cluster backends; ignored locally)
   --gpu N             GPUs per task (locally: CUDA_VISIBLE_DEVICES per task)
   --num-threads N     threads per task (exports OMP_NUM_THREADS / MKL_NUM_THREADS)
-  --max-jobs-run N    at most N tasks at once (locally default: #CPUs, or #GPUs with --gpu)
-  --config FILE       option -> engine flag mapping (default conf/queue.conf)
+  --max-jobs-run N    at most N tasks at once (locally default: #CPUs, or #GPUs with --gpu;
+                      on slurm / sge the array throttle %N / -tc N)
+  --config FILE       option -> engine flag mapping (default conf/queue.conf, else built in)
   --pick all|failed|incomplete   rerun only tasks whose log lacks '# Ended (code 0)'
+  --NAME VALUE        slurm / sge: any option the queue config describes (e.g. --time 1:00:00)
 \b
 Every JOB in LOG and COMMAND becomes the task number (any identifier works: TASK=1:4).
 Escape shell syntax meant for the task: \\| \\> \\; . Exit 0 iff every task succeeded.
+On slurm / sge a call is one array job; its task script is LOGDIR/q/<name>.sh, Ctrl-C or
+SIGTERM cancels it (scancel / qdel).
 \b
 Examples:
   nnet-queue local JOB=1:4 exp/x/log/train.3.JOB.log nnet-train-one-job --srand=JOB ...
   nnet-queue local --max-jobs-run 2 JOB=1:2 log/a.JOB.log echo JOB \\| cat
   nnet-queue local exp/x/log/average.4.log nnet-average-models ...
+  nnet-queue slurm --mem 2G --gpu 1 JOB=1:8 exp/x/log/train.5.JOB.log nnet-train-one-job ...
+  nnet-queue sge --num-threads 4 --max-jobs-run 10 JOB=1:40 log/egs.JOB.log nnet-get-egs ...
 """
 
 

@@ -11,11 +11,13 @@ W_t = E_t^{1/2} R_t stored instead of R_t. The notation follows Kaldi's
 src/nnet3/natural-gradient-online.{h,cc}.
 
 The N x D work (three thin GEMMs per update, two otherwise) runs in X's dtype on X's
-device; the rank x rank problem (Z_t, its eigendecomposition, floors, the new d and rho,
-re-orthogonalisation) runs on the CPU in float64, as Kaldi does. That is the only host
-sync, and it happens only on update calls (every call for the first 10, then every
-``update_period``).
+device; the R x R products K and L are formed in float64 there, and the rank x rank problem
+(Z_t, its eigendecomposition, floors, the new d and rho, re-orthogonalisation) runs on the
+CPU in float64, as Kaldi does. Fetching K and L is the only host sync, and it happens only
+on update calls (every call for the first 10, then every ``update_period``); a
+re-orthogonalisation check adds one more R x R fetch.
 """
+import contextlib
 import math
 
 import torch
@@ -98,6 +100,8 @@ class OnlineNaturalGradient:
         return min(1.0 - math.exp(-n / self.num_samples_history), 0.9)
 
     def updating(self):
+        """Whether the next call updates the estimate (Kaldi's Updating()): every call for the
+        first 10, then every update_period-th; the others only apply it."""
         t = self.t
         return t <= _NUM_INITIAL_UPDATES or (t - _NUM_INITIAL_UPDATES) % self.update_period == 0
 
@@ -116,18 +120,17 @@ class OnlineNaturalGradient:
             self.W = self.W.to(device=X.device, dtype=X.dtype)
         W = self.W
         H = torch.mm(X, W.t())                       # H_t = X_t W_t^T      [N, R]
-        tr_x = torch.linalg.vector_norm(X).square()  # tr(X X^T), before X_hat exists
-        stats = self._stats(X, H, tr_x) if self.updating() else None  # needs X itself
+        norm_x = torch.linalg.vector_norm(X)         # sqrt(tr(X X^T)), before X_hat exists
+        stats = self._stats(X, H, norm_x) if self.updating() else None  # needs X itself
         if inplace:
             X_hat = X.addmm_(H, W, alpha=-1.0)        # X_t - H_t W_t
         else:
             X_hat = torch.addmm(X, H, W, alpha=-1.0)
-        if stats is not None:
+        # gamma = ||X|| / ||X_hat||; X = 0 gives X_hat = 0 and, through the tiny offsets, 1.
+        tiny = torch.finfo(X.dtype).tiny
+        gamma = (norm_x + tiny) / (torch.linalg.vector_norm(X_hat) + tiny)
+        if stats is not None:  # after queueing X_hat, so a GPU computes it during the host work
             self._update(N, D, *stats)
-        tr_xhat = torch.linalg.vector_norm(X_hat).square()
-        # gamma = 1 for zero input; the clamp only keeps the unused branch finite.
-        gamma = torch.where(tr_x > 0, torch.sqrt(tr_x / tr_xhat.clamp(min=torch.finfo(X.dtype).tiny)),
-                            torch.ones_like(tr_x))
         self.t += 1
         return X_hat, gamma
 
@@ -146,18 +149,18 @@ class OnlineNaturalGradient:
         self.W = (math.sqrt(e0) * orthonormal_special(R, D)).to(device=X0.device, dtype=X0.dtype)
         self.d = torch.full((R,), self.epsilon, **_CPU64)
         self.rho = torch.tensor(self.epsilon, **_CPU64)
-        tr_x = torch.linalg.vector_norm(X0).square()
+        norm_x = torch.linalg.vector_norm(X0)
         for _ in range(3 if N > R else 1):
             H = torch.mm(X0, self.W.t())
-            self._update(N, D, *self._stats(X0, H, tr_x))
+            self._update(N, D, *self._stats(X0, H, norm_x))
 
-    def _stats(self, X, H, tr_x):
-        """J = H^T X in X's dtype; L = H^T H, K = J J^T and tr(X X^T) in float64, fetched to the
-        CPU with one transfer. K and L square the data's condition number (the spread of
-        the scatter's eigenvalues), so forming them in float32 loses the small eigenvalues;
-        in float64 they cost R^2 min(N, D) flops, small beside the N D R GEMMs."""
+    def _stats(self, X, H, norm_x):
+        """J = H^T X in X's dtype, and [L = H^T H, K = J J^T, tr(X X^T)] packed in float64 on
+        X's device, for _update to fetch in one transfer. K and L square the data's condition
+        number (the spread of the scatter's eigenvalues), so forming them in float32 loses the
+        small eigenvalues; in float64 they cost R^2 min(N, D) flops, small beside the N D R
+        GEMMs."""
         N, D = X.shape
-        R = H.shape[1]
         J = torch.mm(H.t(), X)                              # [R, D]
         J64 = J.to(torch.float64)
         if N > D:  # L = W J^T and K = J J^T in one GEMM
@@ -165,51 +168,58 @@ class OnlineNaturalGradient:
         else:
             H64 = H.to(torch.float64)
             LK = torch.cat([torch.mm(H64.t(), H64), torch.mm(J64, J64.t())])
-        host = torch.cat([LK.reshape(-1), tr_x.to(torch.float64).reshape(1)]).to(**_CPU64)
-        L, K = host[:R * R].view(R, R), host[R * R:2 * R * R].view(R, R)
-        return J, L, K, host[-1]
+        return J, torch.cat([LK.reshape(-1), norm_x.to(torch.float64).square().reshape(1)])
 
-    def _update(self, N, D, J, L, K, tr_x):
+    def _update(self, N, D, J, packed):
         """One power-method step: W_{t+1}, d_{t+1}, rho_{t+1} from the stats of X_t."""
-        R, alpha = self.rank, self.alpha
-        eta = self.eta(N)
-        eta_n, eta1 = eta / N, 1.0 - eta
-        d, rho = self.d, self.rho
-        L = 0.5 * (L + L.t())
-        K = 0.5 * (K + K.t())
-        beta = rho * (1.0 + alpha) + alpha * d.sum() / D
-        e = 1.0 / (beta / d + 1.0)
-        inv_sqrt_e = e.rsqrt()
-        d_rho = d + rho                                  # diag(D_t + rho_t I)
-        # Z_t = Y_t Y_t^T with Y_t = R_t T_t, from K and L (header's eqn:Zt).
-        scale = inv_sqrt_e[:, None] * inv_sqrt_e[None, :]
-        L_e = L * scale
-        Z = (eta_n ** 2) * (K * scale) + (eta_n * eta1) * (L_e * d_rho[None, :] + d_rho[:, None] * L_e)
-        Z.diagonal().add_((eta1 ** 2) * d_rho.square())
-        # Z scales with the 4th power of the data: normalise before the eigendecomposition.
-        z_scale = torch.clamp(Z.trace(), min=1.0)
-        c, U = torch.linalg.eigh(Z / z_scale)
-        c, U = c.flip(0) * z_scale, U.flip(1)            # descending, as Kaldi's SortSvd
-        c_floor = (rho * eta1).square()
-        reorth = bool(c[0] > _CONDITION_THRESHOLD * c[-1]) or bool((c < c_floor).any())
-        c = torch.maximum(c, c_floor)
-        sqrt_c = c.sqrt()
-        # rho_{t+1} keeps tr(F_{t+1}) = tr(T_t); then floor rho and d absolutely and relatively.
-        rho1 = (eta_n * tr_x + eta1 * (D * rho + d.sum()) - sqrt_c.sum()) / (D - R)
-        floor = torch.clamp(self.delta * sqrt_c.max(), min=self.epsilon)
-        d1 = torch.maximum(sqrt_c - rho1, floor)
-        rho1 = torch.maximum(rho1, floor)
-        beta1 = rho1 * (1.0 + alpha) + alpha * d1.sum() / D
-        sqrt_e1 = (1.0 / (beta1 / d1 + 1.0)).sqrt()
-        # W_{t+1} = A_t B_t, A_t = (eta/N) E_{t+1}^{1/2} C_t^{-1/2} U_t^T E_t^{-1/2},
-        # B_t = J_t + (1-eta)/(eta/N) (D_t + rho_t I) W_t, formed in place of J_t.
-        A = eta_n * (sqrt_e1 / sqrt_c)[:, None] * U.t() * inv_sqrt_e[None, :]
-        coeff = (eta1 / eta_n) * d_rho
+        R = self.rank
+        host = packed.to(**_CPU64)  # the one host sync of an update
+        L, K, tr_x = host[:R * R].view(R, R), host[R * R:2 * R * R].view(R, R), float(host[-1])
+        with _one_thread():
+            A, coeff, d1, rho1, sqrt_e1, reorth = self._solve_rank_problem(N, D, L, K, tr_x)
+        # W_{t+1} = A_t B_t with B_t = J_t + (1-eta)/(eta/N) (D_t + rho_t I) W_t, formed in J_t.
         to_dev = {"device": J.device, "dtype": J.dtype}
         W1 = torch.mm(A.to(**to_dev), J.addcmul_(coeff.to(**to_dev)[:, None], self.W))
         if reorth:
             W1 = self._reorthogonalize(W1, sqrt_e1)
-        self.W, self.d, self.rho = W1, d1, rho1
+        self.W, self.d, self.rho = W1, d1, torch.tensor(rho1, **_CPU64)
+
+    def _solve_rank_problem(self, N, D, L, K, tr_x):
+        """The rank x rank part of the update, on the host in float64 (scalars as Python
+        floats: this runs every update on tiny tensors, so the op count is the cost)."""
+        R, alpha = self.rank, self.alpha
+        eta = self.eta(N)
+        eta_n, eta1 = eta / N, 1.0 - eta
+        d, rho = self.d, float(self.rho)
+        d_sum = float(d.sum())
+        beta = rho * (1.0 + alpha) + alpha * d_sum / D
+        inv_sqrt_e = (beta / d + 1.0).sqrt()             # e_ii = 1 / (beta/d_ii + 1)
+        d_rho = d + rho                                  # diag(D_t + rho_t I)
+        # Z_t = Y_t Y_t^T with Y_t = R_t T_t, from K and L (header's eqn:Zt):
+        # E^-1/2 [(eta/N)^2 K + (eta/N)(1-eta)(L (D+rho) + (D+rho) L)] E^-1/2 + (1-eta)^2 (D+rho)^2.
+        # eigh reads one triangle, which symmetrises K and L as Kaldi does explicitly.
+        Z = torch.addcmul(K * eta_n ** 2, L, d_rho[:, None] + d_rho[None, :], value=eta_n * eta1)
+        Z *= torch.outer(inv_sqrt_e, inv_sqrt_e)
+        Z.diagonal().add_(d_rho.square(), alpha=eta1 ** 2)
+        # Z scales with the 4th power of the data: normalise before the eigendecomposition.
+        z_scale = max(float(Z.trace()), 1.0)
+        c, U = torch.linalg.eigh(Z / z_scale)
+        c, U = c.flip(0) * z_scale, U.flip(1)            # descending, as Kaldi's SortSvd
+        c_first, c_last = c[[0, -1]].tolist()
+        c_floor = (rho * eta1) ** 2
+        reorth = c_first > _CONDITION_THRESHOLD * c_last or c_last < c_floor
+        sqrt_c = c.clamp_(min=c_floor).sqrt()            # still descending
+        # rho_{t+1} keeps tr(F_{t+1}) = tr(T_t); then floor rho and d absolutely and relatively.
+        rho1 = (eta_n * tr_x + eta1 * (D * rho + d_sum) - float(sqrt_c.sum())) / (D - R)
+        floor = max(self.epsilon, self.delta * float(sqrt_c[0]))
+        d1 = (sqrt_c - rho1).clamp_(min=floor)
+        rho1 = max(rho1, floor)
+        beta1 = rho1 * (1.0 + alpha) + alpha * float(d1.sum()) / D
+        sqrt_e1 = (beta1 / d1 + 1.0).rsqrt()
+        # A_t = (eta/N) E_{t+1}^{1/2} C_t^{-1/2} U_t^T E_t^{-1/2}
+        A = U.t() * torch.outer(sqrt_e1 / sqrt_c * eta_n, inv_sqrt_e)
+        coeff = d_rho * (eta1 / eta_n)
+        return A, coeff, d1, rho1, sqrt_e1, reorth
 
     def _reorthogonalize(self, W1, sqrt_e1):
         """Make R_{t+1} = E^{-1/2} W_{t+1} orthonormal again: W <- E^{1/2} C^{-1} E^{-1/2} W with
@@ -221,16 +231,32 @@ class OnlineNaturalGradient:
         eye = torch.eye(R, **_CPU64)
         if bool((O - eye).abs().max() <= _ORTHOGONAL_TOLERANCE):
             return W1
-        C, info = torch.linalg.cholesky_ex(O)
-        if int(info) == 0:
-            C_inv = torch.linalg.solve_triangular(C, eye, upper=False)
-            if bool(torch.isfinite(C_inv).all()) and bool(C_inv.max() < _MAX_CHOLESKY_INVERSE):
-                M = sqrt_e1[:, None] * C_inv * inv_sqrt_e1[None, :]
-                return torch.mm(M.to(device=W1.device, dtype=W1.dtype), W1)
-        logger.warning("Cholesky failed or out of range while re-orthogonalizing R_t; "
-                       "using Gram-Schmidt")
-        Q, Rq = torch.linalg.qr(W1.to(**_CPU64).t())
+        with _one_thread():
+            C, info = torch.linalg.cholesky_ex(O)
+            if int(info) == 0:
+                C_inv = torch.linalg.solve_triangular(C, eye, upper=False)
+                if bool(torch.isfinite(C_inv).all()) and bool(C_inv.max() < _MAX_CHOLESKY_INVERSE):
+                    M = sqrt_e1[:, None] * C_inv * inv_sqrt_e1[None, :]
+                    return torch.mm(M.to(device=W1.device, dtype=W1.dtype), W1)
+            logger.warning("Cholesky failed or out of range while re-orthogonalizing R_t; "
+                           "using Gram-Schmidt")
+            Q, Rq = torch.linalg.qr(W1.to(**_CPU64).t())
         # QR's Q^T rows are Gram-Schmidt of W's rows up to sign; keep each row's direction.
         sign = torch.where(Rq.diagonal() < 0, -1.0, 1.0).to(torch.float64)
         rows = Q.t() * (sign * sqrt_e1)[:, None]
         return rows.to(device=W1.device, dtype=W1.dtype)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Run the tiny host LAPACK calls (eigh, Cholesky) on one thread: split over threads they
+    gain nothing, and on a busy machine one descheduled thread stalls them for milliseconds."""
+    n = torch.get_num_threads()
+    if n == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)

@@ -7,9 +7,11 @@ log has Kaldi's header and footer (tasklog.py).
 from ..errors import NnetError
 from .backend import Backend, Interrupted, run as run_backend
 from .local import LocalBackend
+from .sge import SgeBackend
+from .slurm import SlurmBackend
 from .spec import JobSpec, parse_args, quote_command
 
-BACKENDS = {"local": LocalBackend}
+BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "sge": SgeBackend}
 
 
 def backend_class(name):

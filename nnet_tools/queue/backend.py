@@ -42,6 +42,19 @@ def interruptible():
             signal.signal(s, handler)
 
 
+@contextlib.contextmanager
+def deferred_signals():
+    """Hold SIGINT/SIGTERM back until the block is done (e.g. until a submitted job's id is
+    known, so that the job can be cancelled); a signal that came meanwhile is delivered on exit.
+    Child processes started inside inherit the block, so they finish their step too."""
+    signals = {signal.SIGINT, signal.SIGTERM}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class Backend:
     """Subclass and register in ``nnet_tools.queue.BACKENDS``.
 

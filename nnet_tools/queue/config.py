@@ -21,10 +21,11 @@ import shlex
 from ..errors import NnetError
 
 DEFAULT_PATH = "conf/queue.conf"
-# Options the launcher itself consumes; they never become engine flags.
-LAUNCHER_ONLY = ("config", "pick")
+# Options the launcher itself consumes; they never become engine flags (the engine backends
+# turn max_jobs_run into the array's throttle, %N or -tc N).
+LAUNCHER_ONLY = ("config", "pick", "max_jobs_run")
 
-# Kaldi's built-in defaults (utils/parallel/slurm.pl and queue.pl).
+# Kaldi's built-in defaults (utils/parallel/slurm.pl and queue.pl), plus qsub -w e.
 BUILTIN = """\
 [slurm]
 command sbatch --export=PATH --ntasks-per-node=1
@@ -37,12 +38,11 @@ default gpu=0
 option gpu=0 -p shared
 option gpu=* -p gpu --gres=gpu:$0 --time 4:0:0
 [sge]
-command qsub -v PATH -cwd -S /bin/bash -j y -l arch=*64*
+command qsub -v PATH -cwd -S /bin/bash -j y -l arch=*64* -w e
 option mem=* -l mem_free=$0,ram_free=$0
 option mem=0
 option num_threads=* -pe smp $0
 option num_threads=1
-option max_jobs_run=* -tc $0
 default gpu=0
 option gpu=0
 option gpu=* -l gpu=$0 -q '*.q'

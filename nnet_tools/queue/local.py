@@ -24,6 +24,7 @@ from ..errors import NnetError
 from ..log import logger
 from . import tasklog
 from .backend import Backend
+from .spec import THREAD_VARIABLES
 
 POLL_SECONDS = 0.05
 KILL_GRACE_SECONDS = 5.0
@@ -114,7 +115,7 @@ class LocalBackend(Backend):
         log, command = spec.log_for(task), spec.command_for(task)
         env = dict(os.environ)
         if "num_threads" in spec.options:
-            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec.num_threads)
+            env.update(dict.fromkeys(THREAD_VARIABLES, str(spec.num_threads)))
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         try:

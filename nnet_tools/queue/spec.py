@@ -17,6 +17,8 @@ _SUSPICIOUS = re.compile(r"^[A-Za-z_]\w*=\S*:\S*$")     # JOB=a:b, JOB=1:, ...
 # the queue config, the local backend uses them directly.
 GENERIC_OPTIONS = ("mem", "gpu", "num_threads", "max_jobs_run", "config", "pick")
 PICK_CHOICES = ("all", "failed", "incomplete")
+# Set to --num-threads in a task's environment, so torch (OpenMP, MKL) uses that many threads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 @dataclasses.dataclass

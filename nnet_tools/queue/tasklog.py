@@ -17,9 +17,13 @@ import time
 _ENDED = re.compile(r"^# Ended \(code (\d+)(?:; signal (\d+))?\)")
 
 
+# What ``date`` prints in the C locale, e.g. ``Tue Jul  1 10:02:03 UTC 2025``.
+DATE_FORMAT = "%a %b %e %H:%M:%S %Z %Y"
+_SHELL_DATE = f"$(LC_ALL=C date '+{DATE_FORMAT}')"
+
+
 def date():
-    """What ``date`` prints in the C locale, e.g. ``Tue Jul  1 10:02:03 UTC 2025``."""
-    return time.strftime("%a %b %e %H:%M:%S %Z %Y")
+    return time.strftime(DATE_FORMAT)
 
 
 def write_header(log, command):
@@ -44,6 +48,20 @@ def write_footer(log, started, returncode, threads=1):
     with open(log, "a") as f:
         f.write(f"# Accounting: time={elapsed} threads={threads}\n"
                 f"# Ended ({status_text(returncode)}) at {date()}, elapsed time {elapsed} seconds\n")
+
+
+def shell_header(log_var, command_var):
+    """Bash lines doing what write_header does, for a wrapper script run by a cluster task
+    (the variables named hold the log path and the command line)."""
+    return [f'mkdir -p "$(dirname "${log_var}")"; started=$(date +%s)',
+            f"printf '# %s\\n# Started at %s\\n#\\n' \"${command_var}\" \"{_SHELL_DATE}\" >\"${log_var}\""]
+
+
+def shell_footer(log_var, code_var, threads):
+    """Bash lines doing what write_footer does, with the exit status held in ``code_var``."""
+    return ["elapsed=$(( $(date +%s) - started ))",
+            f"printf '# Accounting: time=%d threads={threads}\\n# Ended (code %d) at %s, elapsed time %d seconds\\n' "
+            f"$elapsed ${code_var} \"{_SHELL_DATE}\" $elapsed >>\"${log_var}\""]
 
 
 def ended_code(log):

@@ -1,0 +1,391 @@
+"""nnet-queue slurm / sge against real daemons (start them with tests/cluster/start-*.sh).
+
+Without a reachable engine these tests skip, saying why; under CI (CI=true) they fail
+instead, since CI starts both engines (with FAKE_GPUS=2) before the tests. The wrapper script
+and the engines' status parsers are also tested without any engine.
+"""
+import functools
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import time
+
+import pytest
+from conftest import error_line
+from test_recipe_digits import copy_recipe
+
+from nnet_tools.queue import BACKENDS, parse_args, sge, slurm, wrapper
+
+HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
+FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
+                    r"# Ended \(code (\d+)(?:; signal (\d+))?\) at .+, elapsed time \d+ seconds\n$")
+
+ENGINES = ("slurm", "sge")
+
+
+@functools.cache
+def unreachable(engine):
+    why = BACKENDS[engine].unreachable()
+    return why and f"{why}; start it with: sudo tests/cluster/start-{engine}.sh"
+
+
+def require(engine):
+    why = unreachable(engine)
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(params=[pytest.param(e, marks=pytest.mark.cluster) for e in ENGINES])
+def engine(request):
+    require(request.param)
+    return request.param
+
+
+def queue(engine, cwd, *args, env=None, timeout=120):
+    return subprocess.run(["nnet-queue", engine, *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def read_log(path):
+    """(command line, output, exit code, threads, signal) of one task log."""
+    text = path.read_text()
+    head, foot = HEADER.match(text), FOOTER.search(text)
+    assert head and foot, text
+    return (head.group(1), text[head.end():foot.start()], int(foot.group(2)), int(foot.group(1)),
+            foot.group(3) and int(foot.group(3)))
+
+
+def queued_jobs(engine, name):
+    """Ids of the jobs named ``name`` that still have tasks queued or running."""
+    if engine == "slurm":
+        out = subprocess.run(["squeue", "--noheader", f"--name={name}", "--format=%F"],
+                             capture_output=True, text=True, check=True).stdout
+        return set(out.split())
+    r = subprocess.run(["qstat", "-j", name], capture_output=True, text=True)
+    return set(re.findall(r"^job_number:\s+(\d+)", r.stdout, re.MULTILINE)) if r.returncode == 0 else set()
+
+
+def wait_for(condition, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.1)
+
+
+# --- against the engines ------------------------------------------------------------------
+
+def test_array_with_one_failing_task(engine, tmp_path):
+    r = queue(engine, tmp_path, "JOB=1:3", "log/t.JOB.log", "bash", "-c",
+              "echo task JOB on $HOSTNAME >&2; exit $((JOB == 2 ? 3 : 0))")
+    assert r.returncode == 1
+    assert "nnet-queue: 1 / 3 failed, log is in log/t.*.log" in r.stderr
+    for task in (1, 2, 3):
+        command, body, code, threads, _ = read_log(tmp_path / f"log/t.{task}.log")
+        assert command == f'bash -c "echo task {task} on $HOSTNAME >&2; exit $(({task} == 2 ? 3 : 0))"'
+        assert re.fullmatch(f"task {task} on \\S+\n", body)
+        assert (code, threads) == (3 if task == 2 else 0, 1)
+    assert os.access(tmp_path / "log/q/t.sh", os.X_OK)             # Kaldi's LOGDIR/q/<base>.sh
+    assert not list((tmp_path / "log/q").glob("t.done.*"))          # markers cleaned up
+    r = queue(engine, tmp_path, "log/one.log", "echo", "single job")
+    assert r.returncode == 0, r.stderr
+    assert read_log(tmp_path / "log/one.log")[1:3] == ("single job\n", 0)
+
+
+def test_max_jobs_run_is_honoured(engine, tmp_path):
+    # Each task marks itself running, records how many are, then unmarks itself; the node
+    # has CPUs for two at once, so without the throttle two would be seen.
+    (tmp_path / "run").mkdir()
+    step = "touch run/JOB; ls run | wc -l >> counts; sleep 1; rm run/JOB"
+    r = queue(engine, tmp_path, "--max-jobs-run", 1, "JOB=1:3", "log/m.JOB.log", "bash", "-c", step)
+    assert r.returncode == 0, r.stderr
+    assert [int(c) for c in (tmp_path / "counts").read_text().split()] == [1, 1, 1]
+
+
+def test_sigterm_cancels_every_task(engine, tmp_path):
+    # Two tasks run (a sleep each, pid recorded), the third waits in the queue.
+    name = f"c{os.getpid()}.log"
+    proc = subprocess.Popen(["nnet-queue", engine, "--max-jobs-run", "2", "JOB=1:3", f"log/c{os.getpid()}.JOB.log",
+                             "sleep", "300", "&", "echo", "$!", ">", "pid.JOB", ";", "wait"],
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: all((tmp_path / f"pid.{t}").exists() and (tmp_path / f"pid.{t}").read_text().strip()
+                         for t in (1, 2)))
+    sleeps = [int((tmp_path / f"pid.{t}").read_text()) for t in (1, 2)]
+    assert queued_jobs(engine, name)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "caught signal 15, stopped all tasks" in stderr
+    assert queued_jobs(engine, name) == set()                      # nothing left in the queue
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in sleeps))
+    for task in (1, 2):     # the stopped tasks' logs are closed as the local backend does
+        assert read_log(tmp_path / f"log/c{os.getpid()}.{task}.log")[4] == signal.SIGTERM
+    assert not (tmp_path / f"log/c{os.getpid()}.3.log").exists()    # never started
+
+
+@pytest.mark.parametrize("request_", [["--num-threads", "64"], ["--mem", "100T"], ["--gpu", "3"]])
+def test_request_never_satisfiable_fails_fast(engine, tmp_path, request_):
+    r = queue(engine, tmp_path, *request_, "JOB=1:2", "log/n.JOB.log", "true", timeout=60)
+    assert re.search(f"ERROR .*{engine}: (submitting log/n.\\*.log failed|task 1 of job \\d+ can never run)",
+                     error_line(r))
+    assert queued_jobs(engine, "n.log") == set()
+
+
+def test_engine_not_reachable_or_missing(engine, tmp_path):
+    env = dict(os.environ)
+    if engine == "slurm":   # a client configuration naming a port nothing listens on
+        (tmp_path / "slurm.conf").write_text("ClusterName=x\nSlurmctldHost=localhost(127.0.0.1)\n"
+                                             "SlurmctldPort=9\nMessageTimeout=1\nNodeName=x\n")
+        env["SLURM_CONF"] = str(tmp_path / "slurm.conf")
+        expected = "Unable to contact slurm controller"
+    else:
+        env["SGE_QMASTER_PORT"] = "9"
+        expected = "unable to send message to qmaster"
+    line = error_line(queue(engine, tmp_path, "JOB=1:2", "log/u.JOB.log", "true", env=env))
+    assert f"{engine}: submitting log/u.*.log failed: " in line and expected in line
+    (tmp_path / "queue.conf").write_text(f"[{engine}]\ncommand no-such-submit-command -x\n")
+    line = error_line(queue(engine, tmp_path, "--config", "queue.conf", "log/u.log", "true"))
+    assert f"{engine}: 'no-such-submit-command' not found on PATH" in line
+
+
+def test_num_threads_and_memory_reach_the_engine(engine, tmp_path):
+    shows = {"slurm": "$SLURM_CPUS_PER_TASK $SLURM_MEM_PER_CPU", "sge": "$NSLOTS $PE"}[engine]
+    r = queue(engine, tmp_path, "--num-threads", 2, "--mem", "1G", "JOB=1:2", "log/n.JOB.log",
+              "echo", "$OMP_NUM_THREADS", "$MKL_NUM_THREADS", shows)
+    assert r.returncode == 0, r.stderr
+    for task in (1, 2):
+        _, body, _, threads, _ = read_log(tmp_path / f"log/n.{task}.log")
+        assert threads == 2
+        assert body == {"slurm": "2 2 2 1024\n", "sge": "2 2 2 smp\n"}[engine]
+
+
+def test_pick_failed_reruns_only_failed_tasks(engine, tmp_path):
+    # Tasks 2 and 4 fail on their first run only: the rerun is the non-contiguous set {2, 4}.
+    (tmp_path / "task.sh").write_text('echo run >> ran.$1; [ $(wc -l < ran.$1) -gt 1 ] || [ $(($1 % 2)) = 1 ]')
+    r = queue(engine, tmp_path, "JOB=1:5", "log/p.JOB.log", "bash", "task.sh", "JOB")
+    assert r.returncode == 1 and "2 / 5 failed" in r.stderr
+    r = queue(engine, tmp_path, "--pick", "failed", "JOB=1:5", "log/p.JOB.log", "bash", "task.sh", "JOB")
+    assert r.returncode == 0, r.stderr
+    assert [(tmp_path / f"ran.{t}").read_text().count("run") for t in range(1, 6)] == [1, 2, 1, 2, 1]
+
+
+def test_task_killed_outside_fails_with_engine_status(engine, tmp_path):
+    # Task 2 is cancelled by someone else: its wrapper never finishes, the engine's record says why.
+    proc = subprocess.Popen(["nnet-queue", engine, "JOB=1:2", "log/k.JOB.log", "bash", "-c",
+                             "[ JOB = 1 ] || { touch started; sleep 300; }"],
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (tmp_path / "started").exists())
+    (job,) = queued_jobs(engine, "k.log")
+    subprocess.run(["scancel", f"{job}_2"] if engine == "slurm" else ["qdel", job, "-t", "2"], check=True,
+                   capture_output=True)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "1 / 2 failed, log is in log/k.*.log" in stderr
+    assert read_log(tmp_path / "log/k.1.log")[2] == 0
+    text = (tmp_path / "log/k.2.log").read_text()
+    assert re.search(r"# nnet-queue: .* task \d+\.2 ended \((state CANCELLED|exit status \d+).*\) "
+                     r"without its wrapper finishing", text), text
+    assert read_log(tmp_path / "log/k.2.log")[2] != 0
+
+
+def engine_gpus(engine):
+    if engine == "slurm":
+        out = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True).stdout
+    else:
+        host = subprocess.run(["qconf", "-sel"], capture_output=True, text=True).stdout.split()[0]
+        out = subprocess.run(["qconf", "-se", host], capture_output=True, text=True).stdout
+    m = re.search(r"gpu[:=](\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def test_gpu_tasks_get_their_devices_from_the_engine(engine, tmp_path):
+    if engine_gpus(engine) != 2:
+        why = f"{engine} does not offer 2 GPUs (start it with FAKE_GPUS=2)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    # Grid Engine names no device: the wrapper takes free ones from nvidia-smi (a fake here).
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/nvidia-smi").write_text("#!/bin/sh\nprintf '0\\n1\\n'\n")
+    (tmp_path / "bin/nvidia-smi").chmod(stat.S_IRWXU)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "gpu.sh").write_text(
+        "touch run/$CUDA_VISIBLE_DEVICES.$1; echo $(ls run) >> seen.$2; sleep 0.5; rm run/$CUDA_VISIBLE_DEVICES.$1")
+    r = queue(engine, tmp_path, "--gpu", 1, "JOB=1:4", "log/g.JOB.log", "bash", "gpu.sh", "JOB", "one", env=env)
+    assert r.returncode == 0, r.stderr
+    for line in (tmp_path / "seen.one").read_text().splitlines():   # running at once: distinct GPUs
+        devices = [name.split(".")[0] for name in line.split()]
+        assert len(set(devices)) == len(devices) and set(devices) <= {"0", "1"}, line
+    # Two GPUs each: both are given, so only one task runs although two CPUs are free.
+    r = queue(engine, tmp_path, "--gpu", 2, "JOB=1:2", "log/h.JOB.log", "bash", "gpu.sh", "JOB", "two", env=env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "seen.two").read_text().split("\n") == ["0,1.1", "0,1.2", ""] or \
+        (tmp_path / "seen.two").read_text().split("\n") == ["0,1.2", "0,1.1", ""]
+
+
+def test_status_queries_back_off(engine, tmp_path):
+    # Every status query goes through a counting stand-in for squeue / qstat.
+    status = {"slurm": "squeue", "sge": "qstat"}[engine]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / status).write_text(f'#!/bin/sh\necho >> {tmp_path}/queries\nexec {shutil.which(status)} "$@"\n')
+    (tmp_path / "bin" / status).chmod(stat.S_IRWXU)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    r = queue(engine, tmp_path, "log/b.log", "sleep", 4, env=env)
+    assert r.returncode == 0, r.stderr
+    # Asked after 1, 3, 7, 15 s (doubling), not every tenth of a second as markers are looked for.
+    assert 1 <= len((tmp_path / "queries").read_text().split("\n")) - 1 <= 4
+
+
+# --- without an engine ---------------------------------------------------------------------
+
+def run_wrapper(tmp_path, args, task, env_extra=None, environ=None):
+    spec = parse_args(args)
+    files = wrapper.Files.for_spec(spec, token=7)
+    text = wrapper.script_text(spec, files, "SLURM_ARRAY_TASK_ID", list(spec.tasks), environ=environ)
+    (tmp_path / "w.sh").write_text(text)
+    env = {"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": str(task), **(env_extra or {})}
+    os.makedirs(files.qdir, exist_ok=True)
+    r = subprocess.run(["bash", str(tmp_path / "w.sh")], cwd=tmp_path, env=env, capture_output=True, text=True)
+    return r, files
+
+
+def test_wrapper_frames_the_log_and_maps_the_exit_status(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r, files = run_wrapper(tmp_path, ["JOB=1:3", "exp/JOB/x.JOB.log", "bash", "-c",
+                                      "echo JOB $OMP_NUM_THREADS $MY_VAR; exit $((JOB * 50 - 13))"],
+                           task=3, environ={"PATH": "/usr/bin:/bin", "MY_VAR": "not carried"})
+    assert files.qdir == str(tmp_path / "exp/q") and files.script == str(tmp_path / "exp/q/x.sh")
+    assert r.returncode == 1            # 137 (as if killed) reaches the engine as 1, never 100
+    command, body, code, threads, _ = read_log(tmp_path / "exp/3/x.3.log")
+    assert (command, body, code, threads) == ('bash -c "echo 3 $OMP_NUM_THREADS $MY_VAR; exit $((3 * 50 - 13))"',
+                                              "3 1\n", 137, 1)
+    assert os.path.exists(files.marker(3)) and files.finished() == {3}
+
+
+def test_wrapper_sources_path_sh_only_if_present_and_carries_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/hello").write_text("#!/bin/sh\necho hello from PATH\n")
+    (tmp_path / "bin/hello").chmod(stat.S_IRWXU)
+    environ = {"PATH": f"{tmp_path}/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/venv"}
+    r, _ = run_wrapper(tmp_path, ["log/a.log", "hello", ";", "echo", "$VIRTUAL_ENV", "$FROM_PATH_SH"],
+                       task=1, environ=environ)
+    assert r.returncode == 0, r.stderr
+    assert read_log(tmp_path / "log/a.log")[1] == "hello from PATH\n/venv\n"
+    (tmp_path / "path.sh").write_text("export FROM_PATH_SH=sourced\n")
+    r, _ = run_wrapper(tmp_path, ["log/a.log", "hello", ";", "echo", "$VIRTUAL_ENV", "$FROM_PATH_SH"],
+                       task=1, environ=environ)
+    assert read_log(tmp_path / "log/a.log")[1] == "hello from PATH\n/venv sourced\n"
+
+
+def test_wrapper_skips_tasks_not_picked(tmp_path, monkeypatch):
+    # Grid Engine runs one range; tasks in it that are not to run exit at once, log untouched.
+    monkeypatch.chdir(tmp_path)
+    spec = parse_args(["JOB=1:5", "log/s.JOB.log", "echo", "JOB"])
+    files = wrapper.Files.for_spec(spec, token=1)
+    os.makedirs(files.qdir)
+    (tmp_path / "w.sh").write_text(wrapper.script_text(spec, files, "SGE_TASK_ID", [2, 4]))
+    for task in (1, 2, 3, 4, 5):
+        subprocess.run(["bash", "w.sh"], env={"PATH": "/usr/bin:/bin", "SGE_TASK_ID": str(task)}, check=True)
+    assert sorted(p.name for p in (tmp_path / "log").glob("s.*.log")) == ["s.2.log", "s.4.log"]
+    assert files.finished() == {2, 4}
+
+
+def test_wrapper_takes_free_gpus_when_the_engine_names_none(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/nvidia-smi").write_text("#!/bin/sh\nprintf '0\\n1\\n2\\n'\n")
+    (tmp_path / "bin/nvidia-smi").chmod(stat.S_IRWXU)
+    path = f"{tmp_path}/bin:/usr/bin:/bin"
+    held = subprocess.Popen(["flock", "/tmp/nnet-queue.gpu0.lock", "sleep", "30"])   # GPU 0 is busy
+    try:
+        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu0.lock", "true"]).returncode != 0)
+        args = ["--gpu", "2", "log/g.log", "echo", "$CUDA_VISIBLE_DEVICES"]
+        run_wrapper(tmp_path, args, task=1, environ={"PATH": path})
+        assert read_log(tmp_path / "log/g.log")[1] == "1,2\n"
+        run_wrapper(tmp_path, args, task=1, env_extra={"CUDA_VISIBLE_DEVICES": "5"}, environ={"PATH": path})
+        assert read_log(tmp_path / "log/g.log")[1] == "5\n"         # the engine's choice stands
+    finally:
+        held.kill()
+        held.wait()
+
+
+SQUEUE = """\
+5|COMPLETED|0|None
+4|RUNNING|0|None
+3|PENDING|0|JobArrayTaskLimit
+2|FAILED|256|NonZeroExitCode
+1|CANCELLED|15|None
+7|PENDING|0|PartitionConfig
+"""
+QSTAT = """\
+job-ID  prior   name       user         state submit/start at     queue                          slots ja-task-ID
+-----------------------------------------------------------------------------------------------------------------
+     25 0.50000 c.log      root         r     11/29/2026 16:13:13 all.q@vm                           1 1
+     25 0.50000 c.log      root         Eqw   11/29/2026 16:13:13                                    1 2
+     26 0.00000 d.log      root         qw    11/29/2026 16:13:13                                    1 3
+"""
+QACCT = """\
+==============================================================
+qname        all.q
+jobnumber    5
+taskid       1
+failed       0
+exit_status  0
+==============================================================
+qname        all.q
+jobnumber    5
+taskid       2
+failed       100 : assumedly after job
+exit_status  137                  (Killed)
+"""
+
+
+def test_engine_outputs_are_read_right():
+    states = slurm.parse_squeue(SQUEUE)
+    assert {t: (s.active, s.code) for t, s in states.items()} == \
+        {5: (False, 0), 4: (True, None), 3: (True, None), 2: (False, 1), 1: (False, 128 + 15), 7: (True, None)}
+    assert [t for t, s in states.items() if s.problem] == [7]
+    states = sge.parse_qstat(QSTAT, "25")
+    assert sorted(states) == [1, 2] and states[2].problem and not states[1].problem
+    assert sge.parse_error_reasons("error reason    2:      11/29/2026 16:07:40 [0:24246]: error: can't open "
+                                   "output file \"/x\": No such file") == {2: "can't open output file \"/x\": No such file"}
+    assert sge.parse_qacct(QACCT) == {1: (0, "0"), 2: (137, "100 : assumedly after job")}
+    assert sge.job_name("3.log") == "j3.log"
+    jobcomp = ("JobId=57 Name=t.log JobState=FAILED Partition=shared ArrayJobId=53 ArrayTaskId=2 "
+               "DerivedExitCode=0:0 ExitCode=3:0\n"
+               "JobId=58 Name=t.log JobState=CANCELLED ArrayJobId=53 ArrayTaskId=3 ExitCode=0:15\n"
+               "JobId=59 Name=u.log JobState=COMPLETED ArrayJobId=59 ArrayTaskId=1 ExitCode=0:0\n")
+    assert {t: (s.active, s.code) for t, s in slurm.parse_jobcomp(jobcomp, "53").items()} == \
+        {2: (False, 3), 3: (False, 128 + 15)}
+
+
+def test_array_requests_with_throttle():
+    spec = parse_args(["--max-jobs-run", "2", "JOB=1:8", "log/a.JOB.log", "true"])
+    files = wrapper.Files.for_spec(spec, token=1)
+    tasks = [1, 2, 3, 5, 7, 8]                      # e.g. what --pick failed leaves
+    assert "--array=1-3,5,7-8%2" in slurm.SlurmBackend(spec).submit_options(files, tasks)
+    options = sge.SgeBackend(spec).submit_options(files, tasks)
+    assert options[options.index("-t") + 1] == "1-8" and options[options.index("-tc") + 1] == "2"
+
+
+# --- the digits recipe end to end, its jobs on the engine ------------------------------------
+
+@pytest.mark.slow
+def test_digits_recipe_trains_through_the_engine(engine, tmp_path):
+    recipe = copy_recipe(tmp_path / "digits")
+    env = dict(os.environ, train_cmd=f"nnet-queue {engine} --mem 2G")
+    r = subprocess.run(["./run.sh"], cwd=recipe, env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    accuracy = float(re.search(r"^Test accuracy: (\S+)$", r.stdout, re.M).group(1))
+    assert accuracy >= 0.95, r.stdout[-2000:]        # the band the local backend reaches
+    # Every training iteration was one array job on the engine: its script in LOGDIR/q.
+    log = recipe / "exp/nnet/log"
+    iterations = sorted(int(p.name.split(".")[1]) for p in (log / "q").glob("train.*.sh"))
+    assert iterations == list(range(len(re.findall(r"^Iter: ", r.stdout, re.M))))
+    assert f"task=${{{BACKENDS[engine].task_variable}}}" in (log / "q/train.0.sh").read_text()
