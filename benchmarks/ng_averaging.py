@@ -15,34 +15,25 @@ Data: scikit-learn's digits always; Fashion-MNIST too when its IDX files are fou
 """
 import argparse
 import copy
-import gzip
 import logging
-import os
 import tempfile
 
 import numpy as np
 import torch
 
 from nnet_tools import average, config, diagnostics, egs, get_egs, schedule, train
+from nnet_tools.errors import NnetError
+from nnet_tools.images import load_idx_set, write_data_dir
 from nnet_tools.log import logger
 from nnet_tools.minibatch import halve
 from nnet_tools.nnet import Nnet
-from nnet_tools.tables import IntVectorWriter, MatrixWriter
-
-
-def write_data(d, images, labels):
-    with MatrixWriter(f"ark,scp:{d}/feats.ark,{d}/feats.scp") as f, IntVectorWriter(f"ark:{d}/targets.ark") as t:
-        for i, (x, y) in enumerate(zip(images, labels)):
-            f.write(f"img{i:06d}", x[None, :].astype(np.float32))
-            t.write(f"img{i:06d}", np.array([y], dtype=np.int32))
 
 
 def make_egs(d, images, labels, num_archives, classes):
-    os.makedirs(d, exist_ok=True)
-    write_data(d, images, labels)
+    write_data_dir(d, [f"img{i:06d}" for i in range(len(labels))], images, labels)
     opts = get_egs.EgsOptions(frames_per_eg=1, left_context=0, right_context=0, num_utts_subset=300,
                               samples_per_iter=max(1, (len(labels) - 300) // num_archives - 1), num_targets=classes)
-    get_egs.get_egs(f"scp:{d}/feats.scp", f"ark:{d}/targets.ark", f"{d}/egs", opts)
+    get_egs.get_egs(f"scp:{d}/feats.scp", f"scp:{d}/targets.scp", f"{d}/egs", opts)
     return f"{d}/egs"
 
 
@@ -111,14 +102,6 @@ def experiment(name, train_x, train_y, test_x, test_y, hidden, args):
           f"4 jobs: {curves['NG-SGD x4'][-1][2]:.4f} vs {curves['plain SGD x4'][-1][2]:.4f}")
 
 
-def read_idx(path):
-    with gzip.open(path) as f:
-        data = f.read()
-    ndim = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=float, default=10)
@@ -136,15 +119,12 @@ def main():
         order = np.random.default_rng(0).permutation(len(digits.target))
         x, y = digits.data[order] / 16.0, digits.target[order]
         experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
-        images = os.path.join(args.fashion_dir, "train-images-idx3-ubyte.gz")
-        if os.path.exists(images):
-            def load(prefix):
-                return (read_idx(os.path.join(args.fashion_dir, f"{prefix}-images-idx3-ubyte.gz")).reshape(-1, 784) / 255.0,
-                        read_idx(os.path.join(args.fashion_dir, f"{prefix}-labels-idx1-ubyte.gz")))
-            (x, y), (tx, ty) = load("train"), load("t10k")
-            experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
-        else:
-            print(f"\nFashion-MNIST: {images} not found (apt-get install dataset-fashion-mnist); skipped")
+        try:
+            (x, y), (tx, ty) = load_idx_set(args.fashion_dir, "train"), load_idx_set(args.fashion_dir, "t10k")
+        except NnetError as e:
+            print(f"\nFashion-MNIST skipped: {e}")
+            return
+        experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
 
 
 if __name__ == "__main__":

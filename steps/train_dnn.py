@@ -120,7 +120,7 @@ def train_iteration(args, launcher, it, jobs, lrate, processed, egs_dir):
         f"--max-param-change={max_param_change:.8g}", f"--momentum={args.momentum}",
         f"--shuffle-buffer-size={args.shuffle_buffer_size}", f"--srand={it + args.srand}",
         f"--num-threads={args.num_threads}", f"--use-gpu={args.use_gpu}",
-        f"--job=JOB", f"--archives-processed={processed}",
+        "--job=JOB", f"--archives-processed={processed}",
         mdl(args, it), egs_dir, os.path.join(args.dir, f"{it + 1}.JOB.mdl")],
         jobs=jobs, launcher_opts=gpu_opts + ["--num-threads", str(args.num_threads)])
     objfs = [logparse.train_objective(os.path.join(args.dir, "log", f"train.{it}.{j}.log")) for j in range(1, jobs + 1)]

@@ -1,6 +1,5 @@
 """Helpers shared by the program-level tests."""
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -12,18 +12,7 @@ import os
 import numpy as np
 from sklearn.datasets import load_digits
 
-from nnet_tools.tables import IntVectorWriter, MatrixWriter
-
-
-def write_dir(out, keys, images, labels):
-    os.makedirs(out, exist_ok=True)
-    with MatrixWriter(f"ark,scp:{out}/feats.ark,{out}/feats.scp") as feats, \
-            IntVectorWriter(f"ark,scp:{out}/targets.ark,{out}/targets.scp") as targets:
-        for key, image, label in zip(keys, images, labels):
-            feats.write(key, (image / 16.0).astype(np.float32)[None, :])
-            targets.write(key, np.array([label], dtype=np.int32))
-    with open(f"{out}/utt2spk", "w") as f:
-        f.writelines(f"{k} {k}\n" for k in keys)
+from nnet_tools.images import write_data_dir
 
 
 def main():
@@ -37,7 +26,8 @@ def main():
     n_test = int(round(args.test_fraction * len(order)))
     for name, idx in (("test", order[:n_test]), ("train", order[n_test:])):
         idx = np.sort(idx)  # Kaldi tables are sorted by key
-        write_dir(os.path.join(args.dir, name), [f"digit{i:04d}" for i in idx], digits.data[idx], digits.target[idx])
+        write_data_dir(os.path.join(args.dir, name), [f"digit{i:04d}" for i in idx], digits.data[idx] / 16.0,
+                       digits.target[idx])
         print(f"local/prepare_data.py: wrote {len(idx)} utterances to {args.dir}/{name}")
 
 

@@ -1,0 +1,27 @@
+import click
+
+from .. import partition
+from .common import program
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--srand", type=int, default=0, help="Seed for the sub-models' random initial parameters.")
+@click.option("--allow-uneven", is_flag=True, help="Allow hidden widths K does not divide (blocks then differ by one unit).")
+@click.argument("config_or_model")
+@click.argument("k", type=int)
+@click.argument("out_dir")
+@program("nnet-split-submodels")
+def main(config_or_model, k, out_dir, srand, allow_uneven):
+    """Split a model (its YAML config, or a model file's config) into K narrow sub-models.
+
+    Every hidden layer is cut into K blocks of units; sub-model J owns block J of each and keeps
+    all inputs and all outputs. Writes OUT_DIR/sub.J.yaml (config), OUT_DIR/sub.J.mdl (its own
+    seeded random init) for J = 1..K, and OUT_DIR/partition.yaml, which nnet-merge-submodels
+    reads to check that the trained sub-models belong together.
+
+    \b
+    Example:
+      nnet-split-submodels --srand 0 conf/mlp.yaml 2 exp/part/split
+    """
+    partition.split_to_dir(partition.read_full_config(config_or_model), k, out_dir, srand, allow_uneven,
+                           where=config_or_model)
