@@ -34,14 +34,9 @@ from nnet_tools import schedule
 from nnet_tools.egs import read_info
 from nnet_tools.fileio import atomic_path
 from nnet_tools.minibatch import halve
+from train_dnn import str2bool  # a sibling in steps/: same option syntax as the driver
 
 STEPS = os.path.dirname(os.path.abspath(__file__))
-
-
-def str2bool(text):
-    if text.lower() not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return text.lower() == "true"
 
 
 def get_args():
