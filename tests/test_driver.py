@@ -7,6 +7,7 @@ import torch
 from conftest import REPO, SMALL_CONFIG, run, write_egs_dir
 
 DRIVER = REPO / "steps" / "train_dnn.py"
+ACCURACY_REPORT_HEADER = "%Iter\tduration\ttrain_objective\tvalid_objective\tdifference"  # Kaldi's
 KALDI_PROB = re.compile(r"^LOG \(nnet-compute-prob\[[^]]+\]:\w+\(\):\w+\.py:\d+\) Overall (log-likelihood|accuracy) "
                         r"for 'output' is -?[0-9.e-]+ per frame, over \d+ frames\.$", re.M)
 
@@ -60,7 +61,7 @@ def test_log_wording(trained):
     assert "--minibatch-size=64" in job and "--max-param-change=2 " in job
     assert "Combining" in (exp / "combine.log").read_text()
     report = (trained[0] / "exp" / "accuracy.report").read_text().splitlines()
-    assert report[0] == "%Iter\tduration\ttrain_objective\tvalid_objective\tdifference"
+    assert report[0] == ACCURACY_REPORT_HEADER
     assert float(report[-2].split("\t")[3]) > 0.9  # final valid accuracy
 
 
