@@ -86,3 +86,10 @@ def test_help_has_an_example():
                  "nnet-compute-prob", "nnet-show-progress", "nnet-compute", "nnet-info", "nnet-queue"]:
         r = run(prog, "--help", check=True)
         assert "xample" in r.stdout, prog
+
+
+def test_usage_errors_exit_1_as_kaldi_programs_do():
+    r = run("nnet-average-models")
+    assert r.returncode == 1 and "Missing argument" in r.stderr
+    r = run("nnet-train-one-job", "--learning-rate", "abc", "a", "b", "c")
+    assert r.returncode == 1 and "'abc' is not a valid float" in r.stderr

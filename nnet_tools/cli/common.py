@@ -2,8 +2,13 @@
 import functools
 import sys
 
+import click
+
 from .. import log
 from ..errors import NnetError
+
+# Kaldi programs exit 1 on bad usage too (a missing argument, a malformed option); click says 2.
+click.exceptions.UsageError.exit_code = 1
 
 
 def program(name):
