@@ -54,10 +54,7 @@ def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
             if labels.max() >= model.output_dim or labels.min() < 0:
                 raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(labels.max())} "
                                 f"outside [0, {model.output_dim})")
-            out = torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device))
-            stats.objf += out.gather(1, labels.unsqueeze(1)).sum().item()
-            stats.correct += (out.argmax(1) == labels).sum().item()
-            stats.frames += len(labels)
+            stats.add(torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device)), labels)
     if stats.frames == 0:
         raise NnetError(f"{feats_rspecifier}: no utterance with targets to evaluate on")
     logger.info(f"Evaluated {stats.frames} frames; skipped {skipped} utterances without matching targets.")

@@ -15,6 +15,12 @@ class Stats:
     correct: float   # frames whose argmax matches the label
     frames: int
 
+    def add(self, log_probs, labels):
+        """Accumulate one batch of network outputs against its labels."""
+        self.objf += log_probs.gather(1, labels.unsqueeze(1)).sum().item()
+        self.correct += (log_probs.argmax(1) == labels).sum().item()
+        self.frames += len(labels)
+
     def log(self):
         logger.info(f"Overall log-likelihood for 'output' is {self.objf / self.frames:.6g} per frame, "
                     f"over {self.frames} frames.")
@@ -26,14 +32,10 @@ class Stats:
 def compute_prob(model, windows, labels, device="cpu"):
     """Batch-norm and dropout in test mode, as nnet3-compute-prob's defaults."""
     model.to(device).eval()
-    objf = correct = 0.0
+    stats = Stats(0.0, 0.0, 0)
     for start in range(0, len(labels), EVAL_BATCH):
-        x = windows[start:start + EVAL_BATCH].to(device)
-        y = labels[start:start + EVAL_BATCH].to(device)
-        out = model(x)
-        objf += out.gather(1, y.unsqueeze(1)).sum().item()
-        correct += (out.argmax(1) == y).sum().item()
-    return Stats(objf, correct, len(labels))
+        stats.add(model(windows[start:start + EVAL_BATCH].to(device)), labels[start:start + EVAL_BATCH].to(device))
+    return stats
 
 
 @torch.no_grad()
