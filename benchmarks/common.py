@@ -1,7 +1,8 @@
 """Shared set-up for the benchmarks: a synthetic, learnable egs archive and model configs."""
 import numpy as np
 
-from nnet_tools import config, egs
+from nnet_tools.model import config
+from nnet_tools.data import egs
 
 
 def speech_like_archive(path, num_egs, dim=40, left=5, right=5, classes=2000, seed=0):

@@ -19,9 +19,11 @@ import time
 import torch
 
 from common import mlp_config, speech_like_archive
-from nnet_tools import egs, model_io, train
+from nnet_tools.data import egs
+from nnet_tools.model import model_io
+from nnet_tools.train import job as train
 from nnet_tools.log import logger
-from nnet_tools.nnet import Nnet
+from nnet_tools.model.nnet import Nnet
 
 
 def main():

@@ -21,12 +21,17 @@ import tempfile
 import numpy as np
 import torch
 
-from nnet_tools import average, config, diagnostics, egs, get_egs, schedule, train
+from nnet_tools.train import average
+from nnet_tools.model import config
+from nnet_tools.report import diagnostics
+from nnet_tools.data import egs, get_egs
+from nnet_tools.train import schedule
+from nnet_tools.train import job as train
 from nnet_tools.errors import NnetError
-from nnet_tools.images import load_idx_set, write_data_dir
+from nnet_tools.data.images import load_idx_set, write_data_dir
 from nnet_tools.log import logger
-from nnet_tools.minibatch import halve
-from nnet_tools.nnet import Nnet
+from nnet_tools.train.minibatch import halve
+from nnet_tools.model.nnet import Nnet
 
 
 def make_egs(d, images, labels, num_archives, classes):

@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from nnet_tools.ng import OnlineNaturalGradient, default_ranks, ng_linear
+from nnet_tools.model.ng import OnlineNaturalGradient, default_ranks, ng_linear
 
 DIMS = [440, 1024, 1024, 1024, 1024, 2000]
 

@@ -36,9 +36,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nnet_tools import config as config_mod
-from nnet_tools import model_io, partition, tables
-from nnet_tools.nnet import Nnet
+from nnet_tools.model import config as config_mod
+from nnet_tools.model import model_io, partition
+from nnet_tools.data import tables
+from nnet_tools.model.nnet import Nnet
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "fashion_mnist"

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from common import mlp_config, speech_like_archive
-from nnet_tools import egs, train
+from nnet_tools.data import egs
+from nnet_tools.train import job as train
 from nnet_tools.log import logger
-from nnet_tools.nnet import Nnet
+from nnet_tools.model.nnet import Nnet
 
 
 def hand_loop(model, archive, lr, minibatch):

@@ -3,8 +3,8 @@ import os
 
 import torch
 
-from .errors import NnetError
-from .log import logger
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
 
 
 def select(use_gpu):

@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 
-from . import __version__
+from nnet_tools import __version__
 
 _LEVELS = {logging.DEBUG: "VLOG[1]", logging.INFO: "LOG", logging.WARNING: "WARNING",
            logging.ERROR: "ERROR", logging.CRITICAL: "ERROR"}

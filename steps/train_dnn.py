@@ -17,10 +17,12 @@ import subprocess
 import sys
 import time
 
-from nnet_tools import logparse, report, schedule
-from nnet_tools.egs import read_info
+from nnet_tools.report import logparse
+from nnet_tools.report import summary as report
+from nnet_tools.train import schedule
+from nnet_tools.data.egs import read_info
 from nnet_tools.fileio import write_text
-from nnet_tools.minibatch import halve
+from nnet_tools.train.minibatch import halve
 
 
 def str2bool(text):

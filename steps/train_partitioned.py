@@ -30,10 +30,10 @@ import shutil
 import subprocess
 import sys
 
-from nnet_tools import schedule
-from nnet_tools.egs import read_info
+from nnet_tools.train import schedule
+from nnet_tools.data.egs import read_info
 from nnet_tools.fileio import atomic_path
-from nnet_tools.minibatch import halve
+from nnet_tools.train.minibatch import halve
 from train_dnn import str2bool  # a sibling in steps/: same option syntax as the driver
 
 STEPS = os.path.dirname(os.path.abspath(__file__))

@@ -26,7 +26,7 @@ def run(*argv, cwd=None, check=False):
 
 def write_egs_dir(path, num_archives=4, egs_per_archive=600, dim=6, classes=4, fpe=2, left=1, right=1, seed=0):
     """A small, learnable egs dir (class-dependent means) laid out as nnet-get-egs does."""
-    from nnet_tools import egs
+    from nnet_tools.data import egs
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(classes, dim)) * 2
 

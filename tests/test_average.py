@@ -2,9 +2,10 @@ import pytest
 import torch
 
 from conftest import SMALL_CONFIG, error_line, run
-from nnet_tools import average, config, model_io
+from nnet_tools.train import average
+from nnet_tools.model import config, model_io
 from nnet_tools.errors import NnetError
-from nnet_tools.nnet import Nnet
+from nnet_tools.model.nnet import Nnet
 
 
 def make(seed):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from nnet_tools import get_egs as ge
-from nnet_tools.egs import EgsArchive
+from nnet_tools.data import get_egs as ge
+from nnet_tools.data.egs import EgsArchive
 from nnet_tools.errors import NnetError
-from nnet_tools.nnet import frame_windows
-from nnet_tools.tables import IntVectorWriter, MatrixWriter
+from nnet_tools.model.nnet import frame_windows
+from nnet_tools.data.tables import IntVectorWriter, MatrixWriter
 from conftest import error_line
 
 SMALL = dict(frames_per_eg=4, left_context=2, right_context=3, samples_per_iter=30, num_utts_subset=3,

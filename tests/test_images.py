@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run
-from nnet_tools import tables
+from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
-from nnet_tools.images import read_idx
+from nnet_tools.data.images import read_idx
 
 
 def write_idx(path, array):

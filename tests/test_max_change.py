@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from nnet_tools.max_change import apply_update, max_change_factors
+from nnet_tools.train.max_change import apply_update, max_change_factors
 
 
 def test_per_component_then_global_rule():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from nnet_tools.errors import NnetError
-from nnet_tools.minibatch import MinibatchRule, buffered_order
+from nnet_tools.train.minibatch import MinibatchRule, buffered_order
 
 
 def test_fixed_size_discards_leftover():

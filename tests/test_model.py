@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from nnet_tools import config, model_io
+from nnet_tools.model import config, model_io
 from nnet_tools.errors import NnetError
-from nnet_tools.nnet import Nnet, frame_windows
+from nnet_tools.model.nnet import Nnet, frame_windows
 
 
 def cfg(text):

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from nnet_tools.ng import OnlineNaturalGradient, ng_linear
+from nnet_tools.model.ng import OnlineNaturalGradient, ng_linear
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="CUDA is not available: the GPU parity tests need a GPU")

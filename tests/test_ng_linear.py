@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nnet_tools.ng import OnlineNaturalGradient, SimpleNaturalGradient, ng_linear
+from nnet_tools.model.ng import OnlineNaturalGradient, SimpleNaturalGradient, ng_linear
 
 F64 = torch.float64
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nnet_tools.ng import OnlineNaturalGradient, default_ranks
+from nnet_tools.model.ng import OnlineNaturalGradient, default_ranks
 
 F64 = torch.float64
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nnet_tools.ng import SimpleNaturalGradient
+from nnet_tools.model.ng import SimpleNaturalGradient
 
 F64 = torch.float64
 

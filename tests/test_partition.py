@@ -1,4 +1,4 @@
-"""Partition pre-training: split and merge (nnet_tools.partition), their programs, the stage script."""
+"""Partition pre-training: split and merge (nnet_tools.model.partition), their programs, the stage script."""
 import re
 
 import pytest
@@ -6,9 +6,9 @@ import torch
 import yaml
 
 from conftest import REPO, error_line, run, write_egs_dir
-from nnet_tools import config, model_io, partition
+from nnet_tools.model import config, model_io, partition
 from nnet_tools.errors import NnetError
-from nnet_tools.nnet import Nnet
+from nnet_tools.model.nnet import Nnet
 
 # Every layer kind the config language has, mixed NG modes, spliced input: D0 = 5 x 3 = 15.
 MIXED = """input-dim: 5

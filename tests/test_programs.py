@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from conftest import error_line, run, write_egs_dir
-from nnet_tools import tables
+from nnet_tools.data import tables
 
 
 @pytest.fixture

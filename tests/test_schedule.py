@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from nnet_tools import schedule
-from nnet_tools.minibatch import halve
+from nnet_tools.train import schedule
+from nnet_tools.train.minibatch import halve
 
 
 def test_jobs_ramp_matches_kaldi_unit_test():

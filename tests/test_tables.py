@@ -12,7 +12,7 @@ import pytest
 
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.tables import (IntVectorWriter, MatrixWriter, RandomAccessIntVectors,
+from nnet_tools.data.tables import (IntVectorWriter, MatrixWriter, RandomAccessIntVectors,
                                RandomAccessMatrices, read_int_vectors, read_matrices, read_vectors)
 
 ARKS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "kaldi-arks"
@@ -333,7 +333,7 @@ def test_stdin_to_stdout_copy(tmp_path):
     with MatrixWriter(f"ark:{tmp_path}/in.ark") as w:
         for key, value in mats.items():
             w.write(key, value)
-    copy = ("from nnet_tools.tables import MatrixWriter, read_matrices\n"
+    copy = ("from nnet_tools.data.tables import MatrixWriter, read_matrices\n"
             "with MatrixWriter('ark:-') as w:\n"
             "    for key, value in read_matrices('ark:-'):\n"
             "        w.write(key, value * 2)\n")

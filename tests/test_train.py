@@ -3,10 +3,12 @@ import pytest
 import torch
 
 from conftest import SMALL_CONFIG, write_egs_dir
-from nnet_tools import config, diagnostics, egs
+from nnet_tools.model import config
+from nnet_tools.report import diagnostics
+from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
-from nnet_tools.nnet import Nnet
-from nnet_tools.train import TrainOptions, train_one_job
+from nnet_tools.model.nnet import Nnet
+from nnet_tools.train.job import TrainOptions, train_one_job
 
 
 def model(ng=True, seed=0):

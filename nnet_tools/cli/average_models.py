@@ -1,8 +1,9 @@
 import click
 
-from .. import average, model_io
-from ..log import logger
-from .common import program
+from nnet_tools.train import average
+from nnet_tools.model import model_io
+from nnet_tools.log import logger
+from nnet_tools.cli.common import program
 
 
 @click.command()

@@ -1,8 +1,11 @@
 import click
 
-from .. import average, combine, device, egs, model_io
-from ..log import logger
-from .common import program
+from nnet_tools.train import average, combine
+from nnet_tools import device
+from nnet_tools.data import egs
+from nnet_tools.model import model_io
+from nnet_tools.log import logger
+from nnet_tools.cli.common import program
 
 
 @click.command(context_settings={"show_default": True})

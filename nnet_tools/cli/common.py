@@ -4,8 +4,8 @@ import sys
 
 import click
 
-from .. import log
-from ..errors import NnetError
+from nnet_tools import log
+from nnet_tools.errors import NnetError
 
 # Kaldi programs exit 1 on bad usage too (a missing argument, a malformed option); click says 2.
 click.exceptions.UsageError.exit_code = 1

@@ -1,9 +1,12 @@
 import click
 import numpy as np
 
-from .. import compute, device, model_io, tables
-from ..log import logger
-from .common import program
+from nnet_tools.report import compute
+from nnet_tools import device
+from nnet_tools.model import model_io
+from nnet_tools.data import tables
+from nnet_tools.log import logger
+from nnet_tools.cli.common import program
 
 
 @click.command()

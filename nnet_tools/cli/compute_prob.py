@@ -1,7 +1,11 @@
 import click
 
-from .. import compute, device, diagnostics, egs, model_io
-from .common import program
+from nnet_tools.report import compute
+from nnet_tools import device
+from nnet_tools.report import diagnostics
+from nnet_tools.data import egs
+from nnet_tools.model import model_io
+from nnet_tools.cli.common import program
 
 
 @click.command()

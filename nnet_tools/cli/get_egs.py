@@ -1,7 +1,7 @@
 import click
 
-from ..get_egs import EgsOptions, get_egs
-from .common import program
+from nnet_tools.data.get_egs import EgsOptions, get_egs
+from nnet_tools.cli.common import program
 
 
 @click.command(context_settings={"show_default": True})

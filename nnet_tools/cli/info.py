@@ -1,7 +1,7 @@
 import click
 
-from .. import config, model_io
-from .common import program
+from nnet_tools.model import config, model_io
+from nnet_tools.cli.common import program
 
 
 @click.command()

@@ -1,10 +1,10 @@
 import click
 import torch
 
-from .. import config, model_io
-from ..log import logger
-from ..nnet import Nnet
-from .common import program
+from nnet_tools.model import config, model_io
+from nnet_tools.log import logger
+from nnet_tools.model.nnet import Nnet
+from nnet_tools.cli.common import program
 
 
 @click.command(context_settings={"show_default": True})

@@ -3,8 +3,8 @@ import sys
 
 import click
 
-from .. import queue
-from .common import program
+from nnet_tools import queue
+from nnet_tools.cli.common import program
 
 USAGE = """Run COMMAND as array tasks on BACKEND ({backends}), one log per task.
 

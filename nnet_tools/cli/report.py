@@ -1,8 +1,8 @@
 import click
 
-from .. import report
-from ..fileio import write_text
-from .common import program
+from nnet_tools.report import summary as report
+from nnet_tools.fileio import write_text
+from nnet_tools.cli.common import program
 
 
 @click.command()

@@ -1,7 +1,8 @@
 import click
 
-from .. import model_io, progress
-from .common import program
+from nnet_tools.model import model_io
+from nnet_tools.report import progress
+from nnet_tools.cli.common import program
 
 
 @click.command()

@@ -1,7 +1,7 @@
 import click
 
-from .. import partition
-from .common import program
+from nnet_tools.model import partition
+from nnet_tools.cli.common import program
 
 
 @click.command(context_settings={"show_default": True})

@@ -2,11 +2,13 @@ import os
 
 import click
 
-from .. import device, model_io, train
-from .. import egs as egs_mod
-from ..errors import NnetError
-from ..log import logger
-from .common import program
+from nnet_tools import device
+from nnet_tools.model import model_io
+from nnet_tools.train import job as train
+from nnet_tools.data import egs as egs_mod
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.cli.common import program
 
 
 @click.command(context_settings={"show_default": True})

@@ -4,12 +4,12 @@ A backend is a Backend subclass (backend.py) registered here by name; the launch
 parsed once (spec.py), engine flags come from the queue config (config.py), and every task
 log has Kaldi's header and footer (tasklog.py).
 """
-from ..errors import NnetError
-from .backend import Backend, Interrupted, run as run_backend
-from .local import LocalBackend
-from .sge import SgeBackend
-from .slurm import SlurmBackend
-from .spec import JobSpec, parse_args, quote_command
+from nnet_tools.errors import NnetError
+from nnet_tools.queue.backend import Backend, Interrupted, run as run_backend
+from nnet_tools.queue.local import LocalBackend
+from nnet_tools.queue.sge import SgeBackend
+from nnet_tools.queue.slurm import SlurmBackend
+from nnet_tools.queue.spec import JobSpec, parse_args, quote_command
 
 BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "sge": SgeBackend}
 

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-from . import tasklog
+from nnet_tools.queue import tasklog
 
 
 class Interrupted(Exception):

@@ -18,7 +18,7 @@ import os
 import re
 import shlex
 
-from ..errors import NnetError
+from nnet_tools.errors import NnetError
 
 DEFAULT_PATH = "conf/queue.conf"
 # Options the launcher itself consumes; they never become engine flags (the engine backends

@@ -22,9 +22,9 @@ import subprocess
 import sys
 import time
 
-from ..errors import NnetError
-from . import config, tasklog, wrapper
-from .backend import Backend, Interrupted, deferred_signals
+from nnet_tools.errors import NnetError
+from nnet_tools.queue import config, tasklog, wrapper
+from nnet_tools.queue.backend import Backend, Interrupted, deferred_signals
 
 # (first, factor, most) seconds between looks: at the marker files, and at the engine.
 MARKER_POLL = (0.1, 1.1, 1.0)

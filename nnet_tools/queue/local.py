@@ -20,11 +20,11 @@ import subprocess
 import sys
 import time
 
-from ..errors import NnetError
-from ..log import logger
-from . import tasklog
-from .backend import Backend
-from .spec import THREAD_VARIABLES
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.queue import tasklog
+from nnet_tools.queue.backend import Backend
+from nnet_tools.queue.spec import THREAD_VARIABLES
 
 POLL_SECONDS = 0.05
 KILL_GRACE_SECONDS = 5.0

@@ -10,7 +10,7 @@ output file could not be opened) can never run: it fails the call with qstat's r
 """
 import re
 
-from .engine import EngineBackend, EngineUnavailable, TaskState, run_command
+from nnet_tools.queue.engine import EngineBackend, EngineUnavailable, TaskState, run_command
 
 
 def parse_qstat(text, job):

@@ -11,7 +11,7 @@ A task squeue has forgotten is looked up in the job-completion log, if the site 
 import os
 import re
 
-from .engine import EngineBackend, EngineUnavailable, TaskState, run_command, task_ranges
+from nnet_tools.queue.engine import EngineBackend, EngineUnavailable, TaskState, run_command, task_ranges
 
 # Pending reasons that will not go away by waiting: the request exceeds what the partition
 # or the cluster offers (sbatch accepts some such requests and leaves them pending forever).

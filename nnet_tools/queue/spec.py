@@ -7,7 +7,7 @@ other words: ``$JOB_DIR`` becomes ``$1_DIR`` for task 1).
 import dataclasses
 import re
 
-from ..errors import NnetError
+from nnet_tools.errors import NnetError
 
 _RANGE = re.compile(r"^([A-Za-z_]\w*)=(\d+):(\d+)$")   # JOB=1:20
 _SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$")        # JOB=3

@@ -21,9 +21,9 @@ import os
 import re
 import shlex
 
-from ..fileio import atomic_path
-from . import tasklog
-from .spec import THREAD_VARIABLES
+from nnet_tools.fileio import atomic_path
+from nnet_tools.queue import tasklog
+from nnet_tools.queue.spec import THREAD_VARIABLES
 
 # Carried from the submitting shell into the task, when set there.
 CARRIED_ENVIRONMENT = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_VERSION")

@@ -12,7 +12,7 @@ import os
 import numpy as np
 from sklearn.datasets import load_digits
 
-from nnet_tools.images import write_data_dir
+from nnet_tools.data.images import write_data_dir
 
 
 def main():

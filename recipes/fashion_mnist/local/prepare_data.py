@@ -13,7 +13,7 @@ import os
 import sys
 
 from nnet_tools.errors import NnetError
-from nnet_tools.images import load_idx_set, write_data_dir
+from nnet_tools.data.images import load_idx_set, write_data_dir
 
 
 def main():

@@ -8,10 +8,10 @@ import zipfile
 
 import torch
 
-from . import config as config_mod
-from .errors import NnetError
-from .fileio import atomic_path
-from .nnet import Nnet
+from nnet_tools.model import config as config_mod
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path
+from nnet_tools.model.nnet import Nnet
 
 FORMAT = "nnet-tools-model"
 VERSION = 1

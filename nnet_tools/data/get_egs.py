@@ -15,11 +15,11 @@ from typing import Optional
 
 import numpy as np
 
-from .egs import write_archive
-from .errors import NnetError
-from .fileio import write_text
-from .log import logger
-from .tables import RandomAccessIntVectors, read_int_vectors, read_matrices
+from nnet_tools.data.egs import write_archive
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import write_text
+from nnet_tools.log import logger
+from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
 SPOOL_BUFFER_BYTES = 64 << 20  # egs held in memory before the spool files are appended to
 MAX_WARNINGS = 10  # per-utterance warnings printed before they are only counted

@@ -19,7 +19,7 @@ import re
 
 import yaml
 
-from .errors import NnetError
+from nnet_tools.errors import NnetError
 
 NONLINEARITIES = ("relu", "tanh", "sigmoid")
 NG_KEYS = ("rank-in", "rank-out", "update-period", "num-samples-history", "alpha")

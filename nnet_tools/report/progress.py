@@ -1,8 +1,8 @@
 """Per-layer parameter change between two models (Kaldi's nnet3-show-progress without egs)."""
 import torch
 
-from .errors import NnetError
-from .log import logger
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
 
 
 def _norm(affine):

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .log import logger
+from nnet_tools.log import logger
 
 EVAL_BATCH = 4096
 

@@ -17,8 +17,8 @@ import os
 import numpy as np
 import torch
 
-from .errors import NnetError
-from .fileio import atomic_path
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path
 
 MAGIC = b"NNETEGS1"
 ALIGN = 64
@@ -41,7 +41,7 @@ def read_info(egs_dir, name):
 
 def job_archive(egs_dir, job, archives_processed):
     """(archive path, label position) for job ``job`` (1-based) of an iteration, Kaldi's rotation."""
-    from .schedule import archive_and_frame
+    from nnet_tools.train.schedule import archive_and_frame
     archive, frame = archive_and_frame(archives_processed, job, read_info(egs_dir, "num_archives"),
                                        read_info(egs_dir, "frames_per_eg"))
     return os.path.join(egs_dir, f"egs.{archive}.ark"), frame

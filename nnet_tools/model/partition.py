@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import torch
 import yaml
 
-from . import config as config_mod
-from . import model_io
-from .errors import NnetError
-from .fileio import write_text
-from .log import logger
-from .nnet import Nnet
+from nnet_tools.model import config as config_mod
+from nnet_tools.model import model_io
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import write_text
+from nnet_tools.log import logger
+from nnet_tools.model.nnet import Nnet
 
 FORMAT = "nnet-tools-partition"
 

@@ -2,8 +2,8 @@
 models, parameters and stored statistics (batch-norm) alike."""
 import torch
 
-from .errors import NnetError
-from .log import logger
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
 
 
 def check_same_structure(models, paths):

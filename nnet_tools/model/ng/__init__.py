@@ -1,7 +1,7 @@
 """Natural-gradient SGD (Kaldi nnet3's online NG and nnet2's simple NG) in pure PyTorch."""
-from .linear import ng_linear
-from .online import OnlineNaturalGradient
-from .simple import SimpleNaturalGradient
+from nnet_tools.model.ng.linear import ng_linear
+from nnet_tools.model.ng.online import OnlineNaturalGradient
+from nnet_tools.model.ng.simple import SimpleNaturalGradient
 
 
 def default_ranks(din, dout):

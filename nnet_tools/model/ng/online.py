@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from ..log import logger
+from nnet_tools.log import logger
 
 _NUM_INITIAL_UPDATES = 10       # Kaldi hard-codes 10 updates before skipping any.
 _CONDITION_THRESHOLD = 1.0e6    # re-orthogonalise when c_max > this * c_min

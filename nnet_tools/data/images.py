@@ -5,8 +5,8 @@ import os
 
 import numpy as np
 
-from .errors import NnetError
-from .tables import IntVectorWriter, MatrixWriter
+from nnet_tools.errors import NnetError
+from nnet_tools.data.tables import IntVectorWriter, MatrixWriter
 
 IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 

@@ -3,8 +3,9 @@ newest n models, n chosen on the combine egs with at most ``max_objective_evalua
 import copy
 import math
 
-from . import average, diagnostics
-from .log import logger
+from nnet_tools.train import average
+from nnet_tools.report import diagnostics
+from nnet_tools.log import logger
 
 
 def _score(model, windows, labels, device):

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import max_change
-from .errors import NnetError
-from .log import logger
-from .minibatch import MinibatchRule, buffered_order
+from nnet_tools.train import max_change
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.train.minibatch import MinibatchRule, buffered_order
 
 
 @dataclass

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import config as config_mod
-from .errors import NnetError
+from nnet_tools.model import config as config_mod
+from nnet_tools.errors import NnetError
 
 
 class Affine(nn.Module):
@@ -38,7 +38,7 @@ class Affine(nn.Module):
         self.pre_in = self.pre_out = None
         if not self.ng_mode:
             return
-        from . import ng
+        from nnet_tools.model import ng
         din, dout = self.weight.shape[1], self.weight.shape[0]
         if self.ng_mode == "simple":
             self.pre_in, self.pre_out = ng.SimpleNaturalGradient(), ng.SimpleNaturalGradient()
@@ -50,7 +50,7 @@ class Affine(nn.Module):
 
     def forward(self, x):
         if self.pre_in is not None and self.training and torch.is_grad_enabled():
-            from .ng import ng_linear
+            from nnet_tools.model.ng import ng_linear
             return ng_linear(x, self.weight, self.bias, self.pre_in, self.pre_out)
         return F.linear(x, self.weight, self.bias)
 

@@ -28,9 +28,9 @@ import numpy as np
 # in __del__" traceback whenever opening fails.
 from kaldi_native_io.lib import _kaldi_native_io as _kni
 
-from .errors import NnetError
-from .fileio import atomic_path
-from .log import logger
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path
+from nnet_tools.log import logger
 
 __all__ = ["read_matrices", "read_vectors", "read_int_vectors", "RandomAccessMatrices",
            "RandomAccessIntVectors", "MatrixWriter", "IntVectorWriter"]

@@ -2,11 +2,11 @@
 import numpy as np
 import torch
 
-from . import tables
-from .diagnostics import EVAL_BATCH, Stats
-from .errors import NnetError
-from .log import logger
-from .nnet import frame_windows
+from nnet_tools.data import tables
+from nnet_tools.report.diagnostics import EVAL_BATCH, Stats
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.model.nnet import frame_windows
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@ import os
 import re
 import time
 
-from . import logparse
+from nnet_tools.report import logparse
 
 
 def _iterations(exp_dir):

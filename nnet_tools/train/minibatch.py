@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from .errors import NnetError
+from nnet_tools.errors import NnetError
 
 
 def _parse_sizes(text, where):

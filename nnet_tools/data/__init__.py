@@ -1,0 +1,1 @@
+"""Data: Kaldi tables, the egs archive format, egs dumping, image corpora."""

@@ -1,0 +1,1 @@
+"""Reporting: diagnostics, forward computation, log parsing, parameter progress, exp-dir summaries."""

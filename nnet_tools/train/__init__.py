@@ -1,0 +1,1 @@
+"""Training: one job, max-change, minibatches, the schedule, averaging, combination."""
