@@ -1,0 +1,58 @@
+import click
+import torch
+
+from nnet_tools.cli.common import program
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path
+from nnet_tools.log import logger
+from nnet_tools.model import model_io
+from nnet_tools.train import outer_optim
+
+
+def _load_state(path):
+    if path is None:
+        return {}
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise NnetError(f"{path}: no such outer-optimizer state file") from None
+    except Exception as e:  # noqa: BLE001 - any unreadable file is one line
+        raise NnetError(f"{path}: not a readable outer-optimizer state file ({type(e).__name__})") from None
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--method", type=click.Choice(["bmuf", "nesterov"]), required=True)
+@click.option("--jobs", type=int, default=1, help="Jobs averaged this iteration (sets bmuf's default momentum 1-1/N).")
+@click.option("--momentum", type=float, default=None, help="Block momentum (default: bmuf 1-1/jobs, nesterov 0.9).")
+@click.option("--learning-rate", type=float, default=None, help="Block learning rate (default: bmuf 1.0, nesterov 0.7).")
+@click.option("--nesterov/--no-nesterov", default=True, help="bmuf: start the next jobs from the look-ahead point.")
+@click.option("--state-in", default=None, help="The state the previous step wrote (none on the first step).")
+@click.option("--state-out", required=True)
+@click.argument("start_model")
+@click.argument("average_model")
+@click.argument("model_out")
+@program("nnet-outer-step")
+def main(method, jobs, momentum, learning_rate, nesterov, state_in, state_out, start_model, average_model, model_out):
+    """Outer-optimizer step on the averaged delta: START_MODEL (what the jobs started from) and
+    AVERAGE_MODEL (their average) -> MODEL_OUT, the next iteration's model.
+
+    \b
+    Example:
+      nnet-outer-step --method bmuf --jobs 4 --state-in exp/nnet/7.outer --state-out exp/nnet/8.outer \\
+          exp/nnet/7.mdl exp/nnet/8.avg.mdl exp/nnet/8.mdl
+    """
+    start, average = model_io.load(start_model), model_io.load(average_model)
+    if start.config != average.config:
+        raise NnetError(f"{average_model}: model structure differs from {start_model}")
+    opt = outer_optim.make(method, jobs, momentum, learning_rate, nesterov)
+    params = {name: p.detach() for name, p in start.named_parameters()}
+    new, state = opt.step(params, {name: p.detach() for name, p in average.named_parameters()}, _load_state(state_in))
+    with torch.no_grad():
+        for name, p in average.named_parameters():
+            p.copy_(new[name])
+    with atomic_path(state_out) as tmp:
+        torch.save(state, tmp)
+    model_io.save(average, model_out)
+    change = sum(float((new[n] - params[n]).pow(2).sum()) for n in params) ** 0.5
+    logger.info(f"{method} step (momentum {opt.momentum:g}, learning rate {opt.learning_rate:g}): "
+                f"parameter change {change:.6g}; wrote {model_out} and {state_out}")

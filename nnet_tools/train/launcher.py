@@ -1,0 +1,108 @@
+"""How the drivers run programs: through ``$cmd`` (``nnet-queue local|slurm|sge``, or Kaldi's
+run.pl/queue.pl), one log per task, with the ``JOB=1:N`` array idiom.
+
+``Launcher`` is the one every step uses. ``InProcessLauncher`` runs the same command lines through
+the programs' own entry points inside this process, one task after another, writing the same logs:
+benchmarks use it to measure the driver without paying a process start per task.
+"""
+import contextlib
+import importlib
+import importlib.metadata
+import os
+import shlex
+import subprocess
+import sys
+
+from nnet_tools.errors import NnetError
+from nnet_tools.queue import tasklog
+
+
+class LaunchFailed(NnetError):
+    """A foreground command exited non-zero; ``log`` names its log(s), JOB as '*'."""
+
+    def __init__(self, log):
+        super().__init__(f"failed: {log.replace('JOB', '*')}")
+        self.log = log
+
+
+class Launcher:
+    """Foreground commands fail loudly; background ones (diagnostics) only warn, as in Kaldi."""
+
+    def __init__(self, cmd, log_dir, name="driver"):
+        self.cmd = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        self.log_dir = log_dir
+        self.name = name
+        self.background = []
+
+    def argv(self, log, command, jobs=None, launcher_opts=()):
+        array = [f"JOB=1:{jobs}"] if jobs else []
+        return self.cmd + list(launcher_opts) + array + [os.path.join(self.log_dir, log)] + [str(c) for c in command]
+
+    def run(self, log, command, jobs=None, launcher_opts=()):
+        if subprocess.run(self.argv(log, command, jobs, launcher_opts)).returncode != 0:
+            raise LaunchFailed(os.path.join(self.log_dir, log))
+
+    def start(self, log, command):
+        self._reap(block=False)
+        self.background.append(subprocess.Popen(self.argv(log, command)))
+
+    def wait(self):
+        self._reap(block=True)
+
+    def _reap(self, block):
+        running = []
+        for p in self.background:
+            code = p.wait() if block else p.poll()
+            if code is None:
+                running.append(p)
+            elif code != 0:
+                print(f"{self.name}: WARNING: background job failed: {' '.join(p.args)}", file=sys.stderr)
+        self.background = running
+
+
+def _entry_points():
+    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")
+            if ep.value.startswith("nnet_tools.")}
+
+
+class InProcessLauncher(Launcher):
+    """Runs nnet-tools programs in this process, tasks one after another, logs as nnet-queue's."""
+
+    def __init__(self, log_dir, name="driver"):
+        super().__init__([], log_dir, name)
+        self.programs = _entry_points()
+
+    def run(self, log, command, jobs=None, launcher_opts=()):
+        failed = [j for j in (range(1, jobs + 1) if jobs else [None]) if self._task(log, command, j) != 0]
+        if failed:
+            raise LaunchFailed(os.path.join(self.log_dir, log))
+
+    def start(self, log, command):
+        if self._task(log, command, None) != 0:
+            print(f"{self.name}: WARNING: background job failed: {' '.join(map(str, command))}", file=sys.stderr)
+
+    def _task(self, log, command, job):
+        def subst(text):
+            return str(text) if job is None else str(text).replace("JOB", str(job))
+        argv = [subst(c) for c in command]
+        if argv[0] not in self.programs:
+            raise NnetError(f"in-process launcher: {argv[0]} is not an nnet-tools program")
+        module, _, attr = self.programs[argv[0]].partition(":")
+        main = getattr(importlib.import_module(module), attr)
+        path = os.path.join(self.log_dir, subst(log))
+        started = tasklog.write_header(path, " ".join(shlex.quote(a) for a in argv))
+        with open(path, "a") as f, contextlib.redirect_stderr(f), contextlib.redirect_stdout(f):
+            saved, sys.argv = sys.argv, argv
+            try:
+                main.main(argv[1:], prog_name=argv[0], standalone_mode=False)
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+            except Exception as e:  # noqa: BLE001 - the log says what broke, as a process's would
+                print(f"ERROR ({argv[0]}) {type(e).__name__}: {e}", file=sys.stderr)
+                code = 1
+            finally:
+                sys.argv = saved
+        tasklog.write_footer(path, started, code)
+        return code
+

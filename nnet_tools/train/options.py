@@ -1,0 +1,85 @@
+"""The driver's options, under Kaldi's names (steps/nnet3/train_dnn.py), with their defaults in
+one place. Steps add them to their parser; the outer loop reads the resulting TrainerOptions."""
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+
+
+def str2bool(text):
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def _opt(flag, default, help="", type=None, choices=None, action=None):
+    return field(default=default, metadata=dict(flag=flag, help=help, type=type, choices=choices, action=action))
+
+
+@dataclass
+class TrainerOptions:
+    cmd: str = _opt("--cmd", "nnet-queue local", "job launcher, as $train_cmd in cmd.sh")
+    use_gpu: str = _opt("--use-gpu", "no", choices=["yes", "no", "wait"])
+    cleanup: bool = _opt("--cleanup", True, type=str2bool)
+    preserve_interval: int = _opt("--cleanup.preserve-model-interval", 100)
+    srand: int = _opt("--trainer.srand", 0)
+    num_epochs: float = _opt("--trainer.num-epochs", 8.0)
+    shuffle_buffer_size: int = _opt("--trainer.shuffle-buffer-size", 5000)
+    max_param_change: float = _opt("--trainer.max-param-change", 2.0)
+    num_threads: int = _opt("--trainer.num-threads", 1, "CPU threads per job")
+    add_options: list = _opt("--trainer.add-option", None, "more nnet-train-one-job options, e.g. "
+                             "--trainer.add-option=--print-interval=20 (repeatable)", action="append")
+    dropout_schedule: str = _opt("--trainer.dropout-schedule", None, "Kaldi's piecewise-linear schedule, "
+                                 "e.g. '0,0@0.20,0.5@0.50,0' or 'layer1=0,0.2,0'")
+    initial_lrate: float = _opt("--trainer.optimization.initial-effective-lrate", 0.0003)
+    final_lrate: float = _opt("--trainer.optimization.final-effective-lrate", 0.00003)
+    jobs_initial: int = _opt("--trainer.optimization.num-jobs-initial", 1)
+    jobs_final: int = _opt("--trainer.optimization.num-jobs-final", 8)
+    jobs_step: int = _opt("--trainer.optimization.num-jobs-step", 1)
+    max_models_combine: int = _opt("--trainer.optimization.max-models-combine", 20)
+    max_objective_evaluations: int = _opt("--trainer.optimization.max-objective-evaluations", 30)
+    do_final_combination: bool = _opt("--trainer.optimization.do-final-combination", True, type=str2bool)
+    momentum: float = _opt("--trainer.optimization.momentum", 0.0)
+    minibatch_size: str = _opt("--trainer.optimization.minibatch-size", "512")
+    proportional_shrink: float = _opt("--trainer.optimization.proportional-shrink", 0.0,
+                                      "scale the model by 1 - P x lr before each iteration (approximates l2)")
+    backstitch_scale: float = _opt("--trainer.optimization.backstitch-training-scale", 0.0)
+    backstitch_interval: int = _opt("--trainer.optimization.backstitch-training-interval", 1)
+    outer_method: str = _opt("--trainer.outer.method", "average", "what becomes of the averaged model: "
+                             "average (Kaldi), bmuf (block momentum), nesterov (DiLoCo's outer Nesterov SGD)",
+                             choices=["average", "bmuf", "nesterov"])
+    outer_momentum: float = _opt("--trainer.outer.momentum", None,
+                                 "block momentum; default 1 - 1/num-jobs-final for bmuf, 0.9 for nesterov")
+    outer_learning_rate: float = _opt("--trainer.outer.learning-rate", None,
+                                      "block learning rate; default 1.0 for bmuf, 0.7 for nesterov")
+    outer_nesterov: bool = _opt("--trainer.outer.nesterov", True, "bmuf: Nesterov look-ahead", type=str2bool)
+
+
+def add_arguments(parser, **defaults):
+    """Add every TrainerOptions field to an argparse parser (``defaults`` override ours)."""
+    for f in dataclasses.fields(TrainerOptions):
+        m = f.metadata
+        kwargs = dict(dest=f.name, default=defaults.get(f.name, f.default), help=m["help"] or None)
+        if m["action"]:
+            kwargs["action"] = m["action"]
+        else:
+            kwargs["type"] = m["type"] or (f.type if f.type in (int, float) else str)
+            if m["choices"]:
+                kwargs["choices"] = m["choices"]
+        parser.add_argument(m["flag"], **kwargs)
+
+
+def from_namespace(ns):
+    return TrainerOptions(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(TrainerOptions)})
+
+
+def to_argv(opts, **changes):
+    """The command-line options that reproduce ``opts`` (with ``changes``), for a sub-driver."""
+    opts = dataclasses.replace(opts, **changes)
+    argv = []
+    for f in dataclasses.fields(TrainerOptions):
+        value = getattr(opts, f.name)
+        if value is None:
+            continue
+        for v in (value if isinstance(value, list) else [value]):
+            argv.append(f"{f.metadata['flag']}={str(v).lower() if isinstance(v, bool) else v}")
+    return argv

@@ -1,0 +1,146 @@
+"""Partition pre-training's stages (Miranda & Von Zuben 2015): split, train the sub-models, merge,
+train the full model with the outer loop. steps/train_partitioned.py parses options and calls
+``run``; the file layout is documented there.
+"""
+import argparse
+import dataclasses
+import os
+import shlex
+import shutil
+import sys
+
+from nnet_tools.data.egs import read_info
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path
+from nnet_tools.train import options, outer, schedule
+from nnet_tools.train.launcher import Launcher
+
+
+@dataclasses.dataclass
+class PartitionOptions:
+    num_submodels: int = 2
+    allow_uneven: bool = False
+    sub_mode: str = "job"
+    sub_data: str = "full"
+    parallel: bool = True
+    noise_fraction: float = 0.02
+    output_scale: str = None
+    sub_epochs: float = 2.0
+    sub_initial_lrate: float = 0.0003
+    sub_final_lrate: float = 0.00003
+    sub_jobs_initial: int = 1
+    sub_jobs_final: int = 1
+    train_opts: str = ""
+
+
+def shard_egs(egs_dir, k, dir):
+    """DIR/egs.J: archives J, J+K, ... of egs_dir renumbered 1.., the rest of it linked as it is.
+    Every shard gets n // K archives, so the sub-models' tasks are the same size."""
+    n = read_info(egs_dir, "num_archives")
+    if n < k:
+        raise NnetError(f"--sub-data shard needs at least {k} archives; {egs_dir} has {n}")
+    if n % k:
+        print(f"WARNING: {n} archives do not split {k} ways; the last {n % k} are not used by the sub-models",
+              file=sys.stderr)
+    n -= n % k
+    src = os.path.abspath(egs_dir)
+    for j in range(1, k + 1):
+        shard = os.path.join(dir, f"egs.{j}")
+        shutil.rmtree(shard, ignore_errors=True)
+        shutil.copytree(os.path.join(src, "info"), os.path.join(shard, "info"))
+        for name in os.listdir(src):
+            if name != "info" and not (name.startswith("egs.") and name.endswith(".ark")):
+                os.symlink(os.path.join(src, name), os.path.join(shard, name))
+        for m, a in enumerate(range(j, n + 1, k), start=1):
+            os.symlink(os.path.join(src, f"egs.{a}.ark"), os.path.join(shard, f"egs.{m}.ark"))
+        with open(os.path.join(shard, "info", "num_archives"), "w") as f:
+            f.write(f"{len(range(j, n + 1, k))}\n")
+    return os.path.join(dir, "egs.JOB")
+
+
+def full_model_options(opts, popts):
+    """The trainer options with --train-opts applied on top (they win, as on a command line)."""
+    parser = argparse.ArgumentParser(prog="--train-opts", add_help=False)
+    options.add_arguments(parser, **dataclasses.asdict(opts))
+    try:
+        return options.from_namespace(parser.parse_args(shlex.split(popts.train_opts)))
+    except SystemExit:
+        raise NnetError(f"--train-opts: cannot parse {popts.train_opts!r}") from None
+
+
+class Partitioned:
+    def __init__(self, opts, popts, egs_dir, dir, driver):
+        """``driver``: the path of steps/train_dnn.py, which driver-mode sub-models run."""
+        self.opts, self.popts, self.egs_dir, self.dir, self.driver = opts, popts, egs_dir, dir, driver
+        for name in ("num_archives", "frames_per_eg"):
+            read_info(egs_dir, name)  # fails early, naming the file, if egs_dir is no egs dir
+        self.log = os.path.join(dir, "log")
+        os.makedirs(self.log, exist_ok=True)
+        self.launcher = Launcher(opts.cmd, self.log, "steps/train_partitioned.py")
+
+    def run(self, stage, stop_stage, config, train_stage=-1):
+        k, dir, stages = self.popts.num_submodels, self.dir, range(stage, stop_stage + 1)
+        if 0 in stages:
+            self.launcher.run("split.log", ["nnet-split-submodels", f"--srand={self.opts.srand}",
+                                            *(["--allow-uneven"] if self.popts.allow_uneven else []),
+                                            config, str(k), os.path.join(dir, "split")])
+        if 1 in stages:
+            egs_dir = shard_egs(self.egs_dir, k, dir) if self.popts.sub_data == "shard" else self.egs_dir
+            print(f"steps/train_partitioned.py: training {k} sub-models ({self.popts.sub_mode} mode, "
+                  f"{'in parallel' if self.popts.parallel else 'one after another'}, {self.popts.sub_data} data)",
+                  flush=True)
+            (self.submodels_by_job if self.popts.sub_mode == "job" else self.submodels_by_driver)(egs_dir)
+        if 2 in stages:
+            scale = [f"--output-scale={self.popts.output_scale}"] if self.popts.output_scale else []
+            self.launcher.run("merge.log", [
+                "nnet-merge-submodels", "--partition", os.path.join(dir, "split", "partition.yaml"),
+                f"--noise-fraction={self.popts.noise_fraction}", f"--srand={self.opts.srand}", *scale,
+                *[os.path.join(dir, f"sub.{j}", "final.mdl") for j in range(1, k + 1)], os.path.join(dir, "merged.mdl")])
+        if 3 in stages:
+            loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, dir,
+                                   name="steps/train_partitioned.py")
+            loop.run(train_stage, input_model=os.path.join(dir, "merged.mdl"))
+
+    def submodels_by_job(self, egs_dir):
+        """The outer loop's schedule with one job and no averaging, the K sub-models in lockstep
+        as one array submission per iteration (log/train_sub.I.J.log)."""
+        k, opts = self.popts.num_submodels, self.opts
+        probe = egs_dir.replace("JOB", "1")
+        sub_opts = dataclasses.replace(opts, jobs_initial=1, jobs_final=1, num_epochs=self.popts.sub_epochs,
+                                       initial_lrate=self.popts.sub_initial_lrate, final_lrate=self.popts.sub_final_lrate)
+        plan = schedule.plan(sub_opts.num_epochs, read_info(probe, "num_archives"), read_info(probe, "frames_per_eg"),
+                             1, 1, sub_opts.initial_lrate, sub_opts.final_lrate)
+        sub = os.path.join(self.dir, "sub.JOB")
+        for j in range(1, k + 1):
+            os.makedirs(os.path.join(self.dir, f"sub.{j}"), exist_ok=True)
+        for it, _, lrate, processed in plan:
+            model_in = os.path.join(self.dir, "split", "sub.JOB.mdl") if it == 0 else os.path.join(sub, f"{it}.mdl")
+            print(f"Sub-models iter: {it}/{len(plan) - 1}   lr: {lrate:.6f}", flush=True)
+            command = outer.job_command(sub_opts, it, 1, lrate, processed, model_in, egs_dir,
+                                        os.path.join(sub, f"{it + 1}.mdl"), job=1)
+            self.launcher.run(f"train_sub.{it}.JOB.log", command, jobs=k,
+                              launcher_opts=outer.job_launcher_opts(opts, k if self.popts.parallel else 1))
+            if opts.cleanup and it > 0:
+                for j in range(1, k + 1):
+                    os.remove(os.path.join(self.dir, f"sub.{j}", f"{it}.mdl"))
+        for j in range(1, k + 1):
+            last, final = (os.path.join(self.dir, f"sub.{j}", name) for name in (f"{len(plan)}.mdl", "final.mdl"))
+            if opts.cleanup:
+                os.replace(last, final)
+            else:
+                with atomic_path(final) as tmp:
+                    shutil.copyfile(last, tmp)
+        self.launcher.run("compute_prob_valid_sub.final.JOB.log", [
+            "nnet-compute-prob", os.path.join(sub, "final.mdl"), os.path.join(egs_dir, "valid_diagnostic.egs")], jobs=k)
+
+    def submodels_by_driver(self, egs_dir):
+        """K averaging drivers, run here (one log each), each sending its jobs through --cmd."""
+        k, p = self.popts.num_submodels, self.popts
+        sub_opts = dataclasses.replace(full_model_options(self.opts, p), num_epochs=p.sub_epochs,
+                                       initial_lrate=p.sub_initial_lrate, final_lrate=p.sub_final_lrate,
+                                       jobs_initial=p.sub_jobs_initial, jobs_final=p.sub_jobs_final)
+        local = Launcher("nnet-queue local", self.log, "steps/train_partitioned.py")
+        local.run("train_sub.JOB.log", [
+            self.driver, *options.to_argv(sub_opts), "--trainer.input-model", os.path.join(self.dir, "split", "sub.JOB.mdl"),
+            "--egs.dir", egs_dir, "--dir", os.path.join(self.dir, "sub.JOB")],
+            jobs=k, launcher_opts=["--max-jobs-run", str(k if p.parallel else 1)])

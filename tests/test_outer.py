@@ -1,0 +1,227 @@
+"""The outer loop's rules, without training: selection, averaging set, cleanup, combination, outer
+optimizers, options; a recording launcher stands in for $cmd so every command can be checked."""
+import copy
+import os
+import re
+
+import pytest
+import torch
+
+from conftest import SMALL_CONFIG, write_egs_dir
+from nnet_tools.data import egs
+from nnet_tools.errors import NnetError
+from nnet_tools.model import config
+from nnet_tools.model.nnet import Nnet
+from nnet_tools.train import combine, options, outer, outer_optim, schedule
+from nnet_tools.train.launcher import InProcessLauncher, LaunchFailed
+
+
+def test_select_best_on_iteration_zero_then_within_one_of_best():
+    assert outer.select(0, [-1.0, -0.5, -2.0]) == [1]
+    assert outer.select(3, [-1.0, -1.9, -2.1, -0.95]) == [0, 1, 3]
+    assert outer.select(3, [-0.5]) == [0]
+
+
+def test_iteration_zero_halves_minibatch_and_max_param_change():
+    opts = options.TrainerOptions(minibatch_size="256,128", max_param_change=2.0)
+    assert outer.iteration_settings(opts, 0) == ("128,64", pytest.approx(2.0 / 2 ** 0.5))
+    assert outer.iteration_settings(opts, 1) == ("256,128", 2.0)
+
+
+class RecordingLauncher:
+    """Plays $cmd: writes train logs with given objectives and touches every output model."""
+
+    def __init__(self, log_dir, objectives):
+        self.log_dir, self.objectives, self.commands = log_dir, objectives, []
+
+    def run(self, log, command, jobs=None, launcher_opts=()):
+        self.commands.append((log, [str(c) for c in command]))
+        for j in range(1, (jobs or 1) + 1):
+            argv = [str(c).replace("JOB", str(j)) for c in command]
+            if argv[0] == "nnet-train-one-job":
+                it = int(log.split(".")[1])
+                objf = self.objectives(it, j)
+                with open(os.path.join(self.log_dir, f"train.{it}.{j}.log"), "w") as f:
+                    f.write(f"LOG (nnet-train-one-job[x]:f():job.py:1) Overall average objective function for "
+                            f"'output' is {objf} over 100 frames.\n")
+            outputs = [argv[-1]] + [a.split("=", 1)[1] for a in argv if a.startswith("--state-out=")]
+            for out in outputs:
+                with open(out, "w") as f:
+                    f.write(" ".join(argv))
+
+    def start(self, log, command):
+        self.commands.append((log, [str(c) for c in command]))
+
+    def wait(self):
+        pass
+
+    def command(self, log):
+        return next(c for name, c in self.commands if name == log)
+
+
+@pytest.fixture
+def egs_info(tmp_path):
+    (tmp_path / "egs" / "info").mkdir(parents=True)
+    for key, value in dict(num_archives=8, frames_per_eg=1).items():
+        (tmp_path / "egs" / "info" / key).write_text(f"{value}\n")
+    return tmp_path / "egs"
+
+
+def drive(tmp_path, egs_dir, objectives, **changes):
+    opts = options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4, max_models_combine=3,
+                                  preserve_interval=4, **changes)
+    launcher = RecordingLauncher(str(tmp_path / "exp" / "log"), objectives)
+    os.makedirs(tmp_path / "exp" / "log", exist_ok=True)
+    loop = outer.OuterLoop(opts, str(egs_dir), str(tmp_path / "exp"), launcher)
+    loop.run(config=str(tmp_path / "model.yaml"))
+    return loop, launcher
+
+
+def test_driver_averages_exactly_the_accepted_jobs(tmp_path, egs_info, capsys):
+    # Job 2 is always 1.5 below the others: kept on iteration 0 only if best (it is not), dropped later.
+    loop, rec = drive(tmp_path, egs_info, lambda it, j: -3.0 if j == 2 else -1.0 - 0.1 * j)
+    exp = tmp_path / "exp"
+    assert rec.command("select.0.log")[1:] == [f"{exp}/1.1.mdl", f"{exp}/1.mdl"]
+    for it, jobs, _, _ in loop.plan[1:]:
+        averaged = rec.command(f"average.{it}.log")[1:-1]
+        assert averaged == [f"{exp}/{it + 1}.{j}.mdl" for j in range(1, jobs + 1) if j != 2], it
+    assert "Only 2/3 of the models have been accepted for averaging" in capsys.readouterr().err
+    assert not list(exp.glob("*.*.mdl"))  # job models deleted after averaging
+
+
+def test_cleanup_keeps_preserved_and_combine_models_and_combines_newest_first(tmp_path, egs_info):
+    loop, rec = drive(tmp_path, egs_info, lambda it, j: -1.0)
+    exp, iters = tmp_path / "exp", loop.num_iters
+    assert loop.combine_set == schedule.combine_iters(iters, 8, 4, 3) == [iters - 2, iters - 1, iters]
+    combined = rec.command("combine.log")
+    assert combined[-3 - 2:-2] == [f"{exp}/{i}.mdl" for i in (iters, iters - 1, iters - 2)]
+    kept = sorted(int(p.stem) for p in exp.glob("*.mdl") if p.stem.isdigit())
+    assert kept == [i for i in range(iters + 1) if i % 4 == 0 or i == iters]
+    assert (exp / "final.mdl").exists()
+
+
+def test_removable_follows_preserve_interval_and_combine_set():
+    assert [i for i in range(12) if not outer.removable(i, 5, [9, 10, 11])] == [0, 5, 9, 10, 11]
+
+
+def test_bmuf_runs_outer_step_with_state_and_resume_needs_it(tmp_path, egs_info):
+    loop, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, outer_method="bmuf", cleanup=False)
+    exp = tmp_path / "exp"
+    step = rec.command("outer.2.log")
+    assert step[:3] == ["nnet-outer-step", "--method=bmuf", "--jobs=3"]
+    assert f"--state-in={exp}/2.outer" in step and f"--state-out={exp}/3.outer" in step
+    assert step[-3:] == [f"{exp}/2.mdl", f"{exp}/3.avg.mdl", f"{exp}/3.mdl"]
+    assert not any(a.startswith("--state-in") for a in rec.command("outer.1.log"))
+    os.remove(exp / "3.mdl")
+    with pytest.raises(NnetError, match="cannot resume at iteration 3"):
+        outer.OuterLoop(loop.opts, str(egs_info), str(exp), rec).run(stage=3)
+
+
+def tiny_problem(seed=0):
+    torch.manual_seed(seed)
+    cfg = config.normalize(config.yaml_load(SMALL_CONFIG))
+    windows = torch.randn(256, 3, 6)
+    labels = torch.randint(0, 4, (256,))
+    return Nnet(cfg), windows, labels
+
+
+def test_combine_picks_a_running_average_that_is_not_the_newest_model():
+    base, windows, labels = tiny_problem()
+    base.eval()
+    noise = {k: torch.randn_like(v) * 0.5 for k, v in base.named_parameters()}
+    newest, older = copy.deepcopy(base), copy.deepcopy(base)
+    with torch.no_grad():  # +noise and -noise: their average is the base model, better than either
+        for (k, p), (_, q) in zip(newest.named_parameters(), older.named_parameters()):
+            p.add_(noise[k])
+            q.sub_(noise[k])
+    far = copy.deepcopy(base)
+    with torch.no_grad():
+        for p in far.parameters():
+            p.add_(torch.randn_like(p) * 5)
+    best, n, first, objf = combine.combine([newest, older, far], windows, labels, max_objective_evaluations=30)
+    assert n == 2 and objf > first
+    for (k, p), (_, q) in zip(best.named_parameters(), base.named_parameters()):
+        assert torch.allclose(p, q, atol=1e-5), k
+
+
+def test_bmuf_by_hand():
+    opt = outer_optim.Bmuf(momentum=0.5, learning_rate=1.0, nesterov=False)
+    start, avg = {"w": torch.tensor([1.0])}, {"w": torch.tensor([3.0])}
+    out, state = opt.step(start, avg, {})
+    assert out["w"].item() == 3.0 and state["delta.w"].item() == 2.0  # first block: plain averaging
+    out, state = opt.step(out, {"w": torch.tensor([4.0])}, state)  # G = 1, Delta = 0.5*2 + 1 = 2
+    assert out["w"].item() == 5.0 and state["w.w"].item() == 5.0
+    nbm = outer_optim.Bmuf(momentum=0.5, learning_rate=1.0, nesterov=True)
+    out, state = nbm.step(start, avg, {})
+    assert state["w.w"].item() == 3.0 and out["w"].item() == 4.0  # look-ahead W + m * Delta
+
+
+def test_nesterov_matches_torch_sgd():
+    start, avg1, avg2 = torch.tensor([1.0, -2.0]), torch.tensor([2.0, -1.0]), torch.tensor([0.5, 0.0])
+    opt = outer_optim.Nesterov(momentum=0.9, learning_rate=0.7)
+    w, state = opt.step({"w": start}, {"w": avg1}, {})
+    w2, _ = opt.step(w, {"w": avg2}, state)
+    p = torch.nn.Parameter(start.clone())
+    sgd = torch.optim.SGD([p], lr=0.7, momentum=0.9, nesterov=True)
+    for avg in (avg1, avg2):
+        p.grad = p.detach() - avg
+        sgd.step()
+    assert torch.allclose(w2["w"], p.detach())
+
+
+def test_outer_optimizer_defaults_follow_jobs():
+    assert outer_optim.make("bmuf", 4).momentum == 0.75
+    assert outer_optim.make("bmuf", 1).momentum == 0.0  # one job: plain averaging, no extrapolation
+    assert (outer_optim.make("nesterov", 4).momentum, outer_optim.make("nesterov", 4).learning_rate) == (0.9, 0.7)
+
+
+def test_options_round_trip_through_argv():
+    import argparse
+    opts = options.TrainerOptions(num_epochs=3.5, cleanup=False, add_options=["--print-interval=5"], outer_method="bmuf")
+    p = argparse.ArgumentParser()
+    options.add_arguments(p)
+    assert options.from_namespace(p.parse_args(options.to_argv(opts))) == opts
+
+
+def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
+    write_egs_dir(tmp_path / "egs")
+    (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
+    launcher = InProcessLauncher(str(tmp_path / "log"))
+    launcher.run("init.log", ["nnet-init", "--srand=1", tmp_path / "m.yaml", tmp_path / "0.mdl"])
+    launcher.run("train.0.JOB.log", outer.job_command(options.TrainerOptions(minibatch_size="64"), 0, 2, 0.001, 0,
+                                                      tmp_path / "0.mdl", tmp_path / "egs", tmp_path / "1.JOB.mdl"), jobs=2)
+    log = (tmp_path / "log" / "train.0.2.log").read_text()
+    assert log.startswith("# nnet-train-one-job --learning-rate=0.002 --minibatch-size=32")
+    assert re.search(r"Overall average objective function for 'output' is -?[\d.]+ over \d+ frames", log)
+    assert log.rstrip().splitlines()[-1].startswith("# Ended (code 0)")
+    assert (tmp_path / "1.1.mdl").exists() and (tmp_path / "1.2.mdl").exists()
+    assert "training on" in log and egs.job_archive(str(tmp_path / "egs"), 2, 0)[0] in log
+    with pytest.raises(LaunchFailed, match=r"failed: .*/bad\.log"):
+        launcher.run("bad.log", ["nnet-average-models", tmp_path / "missing.mdl", tmp_path / "x.mdl"])
+    assert "# Ended (code 1)" in (tmp_path / "log" / "bad.log").read_text()
+
+
+def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchnorm(tmp_path, small_model):
+    from conftest import run
+    from nnet_tools.model import model_io
+    _, start_path = small_model
+    start = model_io.load(start_path)
+    avg = copy.deepcopy(start)
+    with torch.no_grad():
+        for p in avg.parameters():
+            p.add_(1.0)
+        for b in avg.buffers():
+            if b.is_floating_point():
+                b.add_(0.5)
+    model_io.save(avg, tmp_path / "avg.mdl")
+    args = ["--method", "bmuf", "--jobs", "4", "--no-nesterov", "--state-out", tmp_path / "s1"]
+    run("nnet-outer-step", *args, start_path, tmp_path / "avg.mdl", tmp_path / "out.mdl", check=True)
+    out = model_io.load(tmp_path / "out.mdl")
+    for (k, p), (_, q) in zip(out.named_parameters(), start.named_parameters()):
+        assert torch.allclose(p, q + 1.0), k  # first block: Delta = G
+    assert all(torch.equal(a, b) for a, b in zip(out.buffers(), avg.buffers()))
+    state = torch.load(tmp_path / "s1", weights_only=True)
+    assert torch.allclose(state["delta.layers.0.affine.weight"], torch.ones_like(start.layers[0].affine.weight))
+    r = run("nnet-outer-step", *args[:-1], tmp_path / "s2", "--state-in", tmp_path / "nope", start_path,
+            tmp_path / "avg.mdl", tmp_path / "out2.mdl")
+    assert r.returncode == 1 and "nope: no such outer-optimizer state file" in r.stderr
