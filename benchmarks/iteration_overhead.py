@@ -2,9 +2,9 @@
 """P3: per-iteration overhead (process starts, model I/O, averaging, diagnostics) as a fraction
 of an iteration's wall time, at Kaldi's default samples-per-iter (400000 egs in the archive).
 
-An iteration is run as the driver runs it: background compute-prob on valid and train
-diagnostic egs plus show-progress, the training job through `nnet-queue local JOB=1:1`, then
-nnet-average-models. Its wall time is compared with the same training loop run in this process
+An iteration is run by the driver's own code (nnet_tools.train.outer.OuterLoop: its background
+diagnostics, then its iteration: the training job through `nnet-queue local JOB=1:1`, selection
+and nnet-average-models), on an egs dir of one archive. Its wall time is compared with the same training loop run in this process
 (no process start, no model I/O). Prints both and the overhead fraction (goal <= 5%).
 
     python3 benchmarks/iteration_overhead.py [--egs 400000] [--hidden 1024] [--layers 4] [--threads 1]
@@ -12,7 +12,6 @@ nnet-average-models. Its wall time is compared with the same training loop run i
 import argparse
 import logging
 import os
-import subprocess
 import tempfile
 import time
 
@@ -24,6 +23,7 @@ from nnet_tools.model import model_io
 from nnet_tools.train import job as train
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
+from nnet_tools.train import options, outer
 
 
 def main():
@@ -46,20 +46,13 @@ def main():
         model = Nnet(mlp_config(args.hidden, args.layers, natural_gradient=True))
         model_io.save(model, f"{d}/0.mdl")
         model_io.save(model, f"{d}/1.mdl")
-        lr, mb = "--learning-rate=0.0003", "--minibatch-size=512"
+        opts = options.TrainerOptions(jobs_initial=1, jobs_final=1, num_threads=args.threads, num_epochs=2)
+        loop = outer.OuterLoop(opts, d, d)
 
         t0 = time.perf_counter()
-        background = [subprocess.Popen(["nnet-queue", "local", f"{d}/log/compute_prob_{s}.1.log", "nnet-compute-prob",
-                                        f"{d}/1.mdl", f"{d}/{s}_diagnostic.egs"]) for s in ("valid", "train")]
-        background.append(subprocess.Popen(["nnet-queue", "local", f"{d}/log/progress.1.log", "nnet-show-progress",
-                                            f"{d}/0.mdl", f"{d}/1.mdl"]))
-        subprocess.run(["nnet-queue", "local", "--num-threads", str(args.threads), "JOB=1:1", f"{d}/log/train.1.JOB.log",
-                        "nnet-train-one-job", lr, mb, f"--num-threads={args.threads}", "--use-gpu=no", "--job=JOB",
-                        "--archives-processed=0", f"{d}/1.mdl", d, f"{d}/2.JOB.mdl"], check=True)
-        subprocess.run(["nnet-queue", "local", f"{d}/log/average.1.log", "nnet-average-models", f"{d}/2.1.mdl",
-                        f"{d}/2.mdl"], check=True)
-        for b in background:
-            b.wait()
+        loop.diagnostics(loop.mdl(1), 1, loop.mdl(0))
+        loop.iteration(1, 1, 0.0003, 0)
+        loop.launcher.wait()
         iteration = time.perf_counter() - t0
 
         model = model_io.load(f"{d}/1.mdl")

@@ -1,37 +1,48 @@
 #!/usr/bin/env python3
-"""P4: does natural gradient help one job, and does it keep 4 averaged jobs close to 1 job?
+"""P4: the parallel payoff. How many samples do N averaged jobs need to reach what 1 job reaches?
 
-For plain SGD and NG-SGD, with 1 job and with 4 jobs averaged every iteration, trains with the
-driver's own schedule (steps/train_dnn.py's arithmetic, the library's training job and averaging,
-run in this process to skip process starts) and prints validation log-likelihood and accuracy
-against total samples processed, on a held-out test set. P4 = samples 4 jobs need to reach an
-accuracy / samples 1 job needed for it (goal <= 1.25 for NG); the targets are the 1-job run's
-final accuracy and that minus 0.5 and 1 point, and its final log-likelihood.
+Trains with the driver itself (nnet_tools.train.outer.OuterLoop, the loop steps/train_dnn.py
+runs), N = 1, 2, 4, 8 jobs every iteration, for plain SGD, natural-gradient SGD (Kaldi: average
+the jobs), and NG with each outer optimizer on the averaged delta (bmuf, nesterov). The only
+difference from a real run is the launcher: InProcessLauncher runs the same program command lines
+in this process, one job after another (no process starts), and writes the same logs.
 
-Data: scikit-learn's digits always; Fashion-MNIST too when its IDX files are found
-(Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist, or --fashion-dir).
+Every iteration's model is kept and scored on the held-out test set; samples are the frames the
+jobs' logs say they trained on. Targets come from the 1-job run of the same family (plain SGD for
+plain SGD, NG-SGD with plain averaging for every NG variant): its final (combined) test accuracy,
+that minus 0.5 and 1 point, and its final test log-likelihood. P4 = samples N jobs need / samples
+1 job needed (goal <= 1.25 at N = 4 for the best method). Wall time: this process, jobs run one
+after another on one thread, so it measures work, not the parallel speed-up a cluster gives.
 
-    python3 benchmarks/ng_averaging.py [--epochs 10] [--fashion-dir DIR] [--fashion-train 60000]
+Learning rate: Kaldi's rule, per-job rate = effective rate x N (the driver's own arithmetic).
+
+Data: Fashion-MNIST (Debian's dataset-fashion-mnist, or --fashion-dir with the four IDX files);
+scikit-learn's digits with --data digits (small, for a quick look).
+
+    python3 benchmarks/ng_averaging.py [--epochs 6] [--jobs 1,2,4,8] [--methods plain,ng,bmuf,nesterov]
 """
 import argparse
-import copy
+import contextlib
 import logging
+import os
+import re
 import tempfile
+import time
 
 import numpy as np
 import torch
 
-from nnet_tools.train import average
-from nnet_tools.model import config
-from nnet_tools.report import diagnostics
-from nnet_tools.data import egs, get_egs
-from nnet_tools.train import schedule
-from nnet_tools.train import job as train
-from nnet_tools.errors import NnetError
+from nnet_tools.data import get_egs
 from nnet_tools.data.images import load_idx_set, write_data_dir
 from nnet_tools.log import logger
-from nnet_tools.train.minibatch import halve
-from nnet_tools.model.nnet import Nnet
+from nnet_tools.model import model_io
+from nnet_tools.report import diagnostics
+from nnet_tools.train import options, outer
+from nnet_tools.train.launcher import InProcessLauncher
+
+METHODS = {  # name: (natural gradient, outer method)
+    "plain": (False, "average"), "ng": (True, "average"), "bmuf": (True, "bmuf"), "nesterov": (True, "nesterov")}
+FRAMES_RE = re.compile(r"Overall average objective function for 'output' is \S+ over (\d+) frames")
 
 
 def make_egs(d, images, labels, num_archives, classes):
@@ -42,39 +53,40 @@ def make_egs(d, images, labels, num_archives, classes):
     return f"{d}/egs"
 
 
-def model_config(dim, hidden, classes, ng):
-    text = (f"input-dim: {dim}\nnatural-gradient: {str(ng).lower()}\nlayers:\n"
-            + "".join(f"  - {{type: relu-batchnorm, dim: {h}}}\n" for h in hidden) + f"  - {{type: output, dim: {classes}}}\n")
-    return config.normalize(config.yaml_load(text))
+def write_config(path, dim, hidden, classes, ng):
+    with open(path, "w") as f:
+        f.write(f"input-dim: {dim}\nnatural-gradient: {str(ng).lower()}\nlayers:\n"
+                + "".join(f"  - {{type: relu-batchnorm, dim: {h}}}\n" for h in hidden)
+                + f"  - {{type: output, dim: {classes}}}\n")
 
 
-def run(egs_dir, test, cfg, jobs, args):
-    """Kaldi's outer loop with a fixed number of jobs; returns [(samples processed, loglik, acc)]."""
-    torch.manual_seed(0)
-    model = Nnet(cfg)
-    num_archives = egs.read_info(egs_dir, "num_archives")
-    curve, samples = [], 0
-    for it, j, lrate, processed in schedule.plan(args.epochs, num_archives, 1, jobs, jobs, args.initial_lrate,
-                                                 args.final_lrate):
-        outs, objfs = [], []
-        for job in range(1, j + 1):
-            path, frame = egs.job_archive(egs_dir, job, processed)
-            net = copy.deepcopy(model)
-            opts = train.TrainOptions(learning_rate=lrate * j, frame=frame, srand=it,
-                                      minibatch_size=halve(args.minibatch) if it == 0 else args.minibatch,
-                                      max_param_change=2.0 / np.sqrt(2) if it == 0 else 2.0)
-            objf, frames = train.train_one_job(net, egs.EgsArchive(path), opts)
-            outs.append(net)
-            objfs.append(objf)
-            samples += frames
-        if it == 0:
-            model = outs[int(np.argmax(objfs))]
-        else:
-            keep = [n for n, o in zip(outs, objfs) if o >= max(objfs) - 1.0]
-            model = average.average_into(outs[0], keep, [1 / len(keep)] * len(keep))
-        s = diagnostics.compute_prob(model, *test)
-        curve.append((samples, s.objf / s.frames, s.correct / s.frames))
-    return curve
+def train(egs_dir, exp, cfg, jobs, method, args):
+    """One driver run; returns (curve [(samples, test loglik, test acc)], wall seconds)."""
+    opts = options.TrainerOptions(num_epochs=args.epochs, jobs_initial=jobs, jobs_final=jobs,
+                                  initial_lrate=args.initial_lrate, final_lrate=args.final_lrate,
+                                  minibatch_size=args.minibatch, cleanup=False, outer_method=method)
+    loop = outer.OuterLoop(opts, egs_dir, exp, InProcessLauncher(os.path.join(exp, "log")), name="P4")
+    started = time.time()
+    with open(os.path.join(exp, "driver.log"), "w") as out, contextlib.redirect_stdout(out):
+        loop.run(config=cfg)
+    wall = time.time() - started
+    samples, points = 0, []
+    for it, j, _, _ in loop.plan:
+        samples += sum(int(FRAMES_RE.findall(open(f"{exp}/log/train.{it}.{k}.log").read())[-1]) for k in range(1, j + 1))
+        points.append((samples, f"{exp}/{it + 1}.mdl"))
+    return points, f"{exp}/final.mdl", wall
+
+
+def score(path, test):
+    s = diagnostics.compute_prob(model_io.load(path), *test)
+    return s.objf / s.frames, s.correct / s.frames
+
+
+def curve_of(points, final, test, every):
+    chosen = points[every - 1::every]
+    if chosen[-1] != points[-1]:
+        chosen.append(points[-1])
+    return [(n, *score(p, test)) for n, p in chosen] + [(points[-1][0], *score(final, test))]
 
 
 def samples_to_reach(curve, column, target):
@@ -83,52 +95,72 @@ def samples_to_reach(curve, column, target):
 
 def experiment(name, train_x, train_y, test_x, test_y, hidden, args):
     dim, classes = train_x.shape[1], int(train_y.max()) + 1
-    egs_dir = make_egs(f"{args.tmp}/{name}", train_x, train_y, 8, classes)
+    egs_dir = make_egs(f"{args.tmp}/{name}", train_x, train_y, args.archives, classes)
     test = (torch.from_numpy(test_x.astype(np.float32)).unsqueeze(1), torch.from_numpy(test_y.astype(np.int64)))
-    print(f"\n== {name}: model {dim}-{'-'.join(map(str, hidden))}-{classes}, {args.epochs} epochs, "
-          f"effective lrate {args.initial_lrate} -> {args.final_lrate}, minibatch {args.minibatch}")
-    print(f"{len(train_y)} training images in 8 archives (300 held out for Kaldi's diagnostics), {len(test_y)} test images")
-    print(f"{'run':<16}{'samples':>10}{'test loglik':>14}{'test acc':>11}")
-    curves = {}
-    for ng in (False, True):
-        for jobs in (1, 4):
-            key = f"{'NG-SGD' if ng else 'plain SGD'} x{jobs}"
-            curves[key] = curve = run(egs_dir, test, model_config(dim, hidden, classes, ng), jobs, args)
-            for n, ll, acc in curve[max(1, len(curve) // 5) - 1::max(1, len(curve) // 5)]:
-                print(f"{key:<16}{n:>10}{ll:>14.4f}{acc:>11.4f}")
-    for method in ("plain SGD", "NG-SGD"):
-        one, four = curves[f"{method} x1"], curves[f"{method} x4"]
+    print(f"\n== {name}: model {dim}-{'-'.join(map(str, hidden))}-{classes}, {args.epochs} epochs, effective lrate "
+          f"{args.initial_lrate} -> {args.final_lrate} (per job x N), minibatch {args.minibatch}; {len(train_y)} "
+          f"training images in {args.archives} archives, {len(test_y)} test images", flush=True)
+    curves, walls = {}, {}
+    for method in args.methods:
+        ng, outer_method = METHODS[method]
+        cfg = f"{args.tmp}/{name}/{method}.yaml"
+        write_config(cfg, dim, hidden, classes, ng)
+        for jobs in args.jobs:
+            if jobs == 1 and method == "bmuf":  # bmuf's default momentum 1 - 1/N is 0: plain averaging
+                curves[method, 1], walls[method, 1] = curves["ng", 1], walls["ng", 1]
+                continue
+            exp = f"{args.tmp}/{name}/{method}.{jobs}"
+            points, final, walls[method, jobs] = train(egs_dir, exp, cfg, jobs, outer_method, args)
+            curves[method, jobs] = curve = curve_of(points, final, test, max(1, len(points) // args.points))
+            print(f"{method:>9} x{jobs}: {walls[method, jobs]:6.1f} s, final test acc {curve[-1][2]:.4f}, "
+                  f"loglik {curve[-1][1]:.4f} after {curve[-1][0]} samples", flush=True)
+    print(f"\nP4 {name}: samples N jobs need / samples 1 job needs "
+          f"('-' = never reached, with the value it ended at)")
+    for method in args.methods:
+        one = curves["plain" if method == "plain" else "ng", 1]
         targets = [(2, one[-1][2] - d, f"acc {one[-1][2] - d:.4f}") for d in (0.0, 0.005, 0.01)]
-        for column, target, what in targets + [(1, one[-1][1], f"loglik {one[-1][1]:.4f}")]:
-            n1, n4 = samples_to_reach(one, column, target), samples_to_reach(four, column, target)
-            ratio = f"{n4 / n1:.2f}" if n4 else f"not reached (4 jobs ended at {four[-1][column]:.4f})"
-            print(f"P4 {name} {method}: test {what}: 1 job {n1} samples, 4 jobs {n4 or '-'}; ratio {ratio}")
-    print(f"{name}: final test acc, NG vs plain, 1 job: {curves['NG-SGD x1'][-1][2]:.4f} vs {curves['plain SGD x1'][-1][2]:.4f}; "
-          f"4 jobs: {curves['NG-SGD x4'][-1][2]:.4f} vs {curves['plain SGD x4'][-1][2]:.4f}")
+        targets.append((1, one[-1][1], f"loglik {one[-1][1]:.4f}"))
+        for column, target, what in targets:
+            n1 = samples_to_reach(one, column, target)
+            cells = []
+            for jobs in args.jobs:
+                c = curves[method, jobs]
+                n = samples_to_reach(c, column, target)
+                cells.append(f"N={jobs}: {n / n1:.2f}" if n else f"N={jobs}: - ({c[-1][column]:.4f})")
+            print(f"P4 {name} {method:>9} {what:<14} 1 job {n1:>8}: " + "  ".join(cells), flush=True)
+    for method in args.methods:
+        print(f"P4 {name} {method:>9} wall s: " + "  ".join(f"N={j}: {walls[method, j]:.0f}" for j in args.jobs))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--epochs", type=float, default=10)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", choices=["fashion", "digits"], default="fashion")
+    p.add_argument("--epochs", type=float, default=6)
+    p.add_argument("--jobs", default="1,2,4,8")
+    p.add_argument("--methods", default="plain,ng,bmuf,nesterov")
+    p.add_argument("--archives", type=int, default=16)
+    p.add_argument("--points", type=int, default=48, help="test-set scorings per run (plus the final model)")
     p.add_argument("--initial-lrate", type=float, default=0.003)
     p.add_argument("--final-lrate", type=float, default=0.0003)
     p.add_argument("--minibatch", default="64")
     p.add_argument("--fashion-dir", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--fashion-train", type=int, default=20000, help="training images used (of 60000)")
+    p.add_argument("--fashion-train", type=int, default=60000, help="training images used (of 60000)")
     args = p.parse_args()
+    args.jobs = [int(j) for j in args.jobs.split(",")]
+    args.methods = args.methods.split(",")
+    if args.jobs[0] != 1 or ("ng" not in args.methods and set(args.methods) - {"plain"}):
+        p.error("--jobs must start with 1, and NG variants need 'ng' in --methods (their 1-job reference)")
     logger.setLevel(logging.WARNING)
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as args.tmp:
-        from sklearn.datasets import load_digits
-        digits = load_digits()
-        order = np.random.default_rng(0).permutation(len(digits.target))
-        x, y = digits.data[order] / 16.0, digits.target[order]
-        experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
-        try:
-            (x, y), (tx, ty) = load_idx_set(args.fashion_dir, "train"), load_idx_set(args.fashion_dir, "t10k")
-        except NnetError as e:
-            print(f"\nFashion-MNIST skipped: {e}")
+        if args.data == "digits":
+            from sklearn.datasets import load_digits
+            digits = load_digits()
+            order = np.random.default_rng(0).permutation(len(digits.target))
+            x, y = digits.data[order] / 16.0, digits.target[order]
+            experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
             return
+        (x, y), (tx, ty) = load_idx_set(args.fashion_dir, "train"), load_idx_set(args.fashion_dir, "t10k")
         experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
 
 

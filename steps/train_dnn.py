@@ -19,8 +19,8 @@ from nnet_tools.train import options, outer
 
 def get_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--stage", type=int, default=-1, help="first stage: -1 init, 0..num_iters-1 iterations, "
-                   "num_iters combine")
+    p.add_argument("--stage", type=int, default=None, help="first stage: -1 start over (init), 0..num_iters-1 "
+                   "iterations, num_iters combine; default: go on where DIR left off (a new DIR starts at -1)")
     p.add_argument("--exit-stage", type=int, default=None, help="stop before this iteration")
     p.add_argument("--config", help="model config (YAML), for stage -1; or give --trainer.input-model")
     p.add_argument("--trainer.input-model", dest="input_model", help="use this model as 0.mdl")
@@ -28,8 +28,8 @@ def get_args():
     p.add_argument("--dir", required=True)
     options.add_arguments(p)
     args = p.parse_args()
-    if args.stage <= -1 and not (args.config or args.input_model):
-        p.error("stage -1 needs --config or --trainer.input-model")
+    if (args.stage is None or args.stage <= -1) and not (args.config or args.input_model):
+        p.error("starting a run needs --config or --trainer.input-model")
     return args
 
 
@@ -39,8 +39,11 @@ def main():
     try:
         loop = outer.OuterLoop(options.from_namespace(args), args.egs_dir, args.dir)
         loop.run(args.stage, args.exit_stage, args.config, args.input_model)
-    except NnetError as e:
+    except outer.Diverged as e:
         sys.exit(f"steps/train_dnn.py: {e}")
+    except NnetError as e:
+        sys.exit(f"steps/train_dnn.py: {e}\nsteps/train_dnn.py: to resume once the cause is fixed: "
+                 f"{outer.resume_command()}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ optimizers, options; a recording launcher stands in for $cmd so every command ca
 import copy
 import os
 import re
+import shutil
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ import torch
 from conftest import SMALL_CONFIG, write_egs_dir
 from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
-from nnet_tools.model import config
+from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.train import combine, options, outer, outer_optim, schedule
 from nnet_tools.train.launcher import InProcessLauncher, LaunchFailed
@@ -29,28 +30,44 @@ def test_iteration_zero_halves_minibatch_and_max_param_change():
 
 
 class RecordingLauncher:
-    """Plays $cmd: writes train logs with given objectives and touches every output model."""
+    """Plays $cmd: writes train logs with given objectives and a (real, tiny) model file for every
+    output. ``fails(it, job, attempt)`` makes a training job fail (no model; returns the log text);
+    ``valid(it)`` gives the valid log-likelihood the background diagnostics log."""
 
-    def __init__(self, log_dir, objectives):
+    def __init__(self, log_dir, objectives, fails=None, valid=None):
         self.log_dir, self.objectives, self.commands = log_dir, objectives, []
+        self.fails, self.valid, self.attempts = fails or (lambda it, j, attempt: None), valid, {}
+        torch.manual_seed(0)
+        self.model = os.path.join(log_dir, "..", "tiny.mdl.src")
+        model_io.save(Nnet(config.normalize(config.yaml_load(SMALL_CONFIG))), self.model)
 
     def run(self, log, command, jobs=None, launcher_opts=()):
         self.commands.append((log, [str(c) for c in command]))
+        failed = False
         for j in range(1, (jobs or 1) + 1):
             argv = [str(c).replace("JOB", str(j)) for c in command]
             if argv[0] == "nnet-train-one-job":
-                it = int(log.split(".")[1])
-                objf = self.objectives(it, j)
-                with open(os.path.join(self.log_dir, f"train.{it}.{j}.log"), "w") as f:
-                    f.write(f"LOG (nnet-train-one-job[x]:f():job.py:1) Overall average objective function for "
-                            f"'output' is {objf} over 100 frames.\n")
-            outputs = [argv[-1]] + [a.split("=", 1)[1] for a in argv if a.startswith("--state-out=")]
-            for out in outputs:
-                with open(out, "w") as f:
-                    f.write(" ".join(argv))
+                it, job = int(log.split(".")[1]), int(argv[-1].split(".")[-2])
+                attempt = self.attempts[it, job] = self.attempts.get((it, job), -1) + 1
+                failure = self.fails(it, job, attempt)
+                with open(os.path.join(self.log_dir, f"train.{it}.{job}.log"), "w") as f:
+                    f.write(failure if failure is not None else f"LOG (nnet-train-one-job[x]:f():job.py:1) Overall "
+                            f"average objective function for 'output' is {self.objectives(it, job)} over 100 frames.\n")
+                if failure is not None:
+                    failed = True
+                    continue
+            for out in [argv[-1]] + [a.split("=", 1)[1] for a in argv if a.startswith("--state-out=")]:
+                shutil.copyfile(self.model, out)
+        if failed:
+            raise LaunchFailed(os.path.join(self.log_dir, log))
 
     def start(self, log, command):
         self.commands.append((log, [str(c) for c in command]))
+        m = re.fullmatch(r"compute_prob_valid\.(\d+)\.log", log)
+        if m and self.valid:
+            with open(os.path.join(self.log_dir, log), "w") as f:
+                f.write(f"LOG (nnet-compute-prob[x]:f():d.py:1) Overall log-likelihood for 'output' is "
+                        f"{self.valid(int(m.group(1)))} per frame, over 300 frames.\n")
 
     def wait(self):
         pass
@@ -67,13 +84,14 @@ def egs_info(tmp_path):
     return tmp_path / "egs"
 
 
-def drive(tmp_path, egs_dir, objectives, **changes):
-    opts = options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4, max_models_combine=3,
-                                  preserve_interval=4, **changes)
-    launcher = RecordingLauncher(str(tmp_path / "exp" / "log"), objectives)
+def drive(tmp_path, egs_dir, objectives, fails=None, valid=None, stage=None, **changes):
+    settings = dict(num_epochs=3, jobs_initial=2, jobs_final=4, max_models_combine=3, preserve_interval=4)
+    opts = options.TrainerOptions(**{**settings, **changes})
     os.makedirs(tmp_path / "exp" / "log", exist_ok=True)
+    launcher = RecordingLauncher(str(tmp_path / "exp" / "log"), objectives, fails, valid)
+    (tmp_path / "model.yaml").write_text(SMALL_CONFIG)
     loop = outer.OuterLoop(opts, str(egs_dir), str(tmp_path / "exp"), launcher)
-    loop.run(config=str(tmp_path / "model.yaml"))
+    loop.run(stage=stage, config=str(tmp_path / "model.yaml"))
     return loop, launcher
 
 
@@ -199,6 +217,98 @@ def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
     with pytest.raises(LaunchFailed, match=r"failed: .*/bad\.log"):
         launcher.run("bad.log", ["nnet-average-models", tmp_path / "missing.mdl", tmp_path / "x.mdl"])
     assert "# Ended (code 1)" in (tmp_path / "log" / "bad.log").read_text()
+
+
+def test_a_failed_job_is_retried_with_the_same_inputs(tmp_path, egs_info, capsys):
+    loop, rec = drive(tmp_path, egs_info, lambda it, j: -1.0,
+                      fails=lambda it, j, attempt: "Killed\n" if (it, j, attempt) == (2, 2, 0) else None)
+    exp = tmp_path / "exp"
+    retry = rec.command("train.2.2.log")
+    assert retry == [a.replace("JOB", "2") for a in rec.command("train.2.JOB.log")]  # same seed, archive, model
+    assert (exp / "log" / "train.2.2.log.failed.1").read_text() == "Killed\n"
+    assert rec.command("average.2.log")[1:-1] == [f"{exp}/3.{j}.mdl" for j in (1, 2, 3)]
+    assert "job 2 of iteration 2 failed" in capsys.readouterr().err
+
+
+def test_survivors_are_averaged_when_enough_succeed(tmp_path, egs_info, capsys):
+    loop, rec = drive(tmp_path, egs_info, lambda it, j: -1.0,
+                      fails=lambda it, j, attempt: "node lost\n" if (it, j) == (3, 1) else None)
+    exp = tmp_path / "exp"
+    assert all("--srand=3" in c for name, c in rec.commands if name == "train.3.1.log")
+    assert len([name for name, _ in rec.commands if name == "train.3.1.log"]) == 2  # --trainer.max-retries 2
+    assert rec.command("average.3.log")[1:-1] == [f"{exp}/4.{j}.mdl" for j in (2, 3)]
+    assert "iteration 3: 1/3 jobs failed after 2 retries each; using the 2 that succeeded" in capsys.readouterr().err
+    assert (exp / "final.mdl").exists()
+
+
+def test_too_few_survivors_stop_the_run(tmp_path, egs_info):
+    with pytest.raises(NnetError, match=r"iteration 1: only 0/2 jobs succeeded after 2 retries"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, fails=lambda it, j, attempt: "x\n" if it == 1 else None)
+
+
+def test_non_finite_jobs_are_retried_with_another_seed_then_diverge(tmp_path, egs_info, monkeypatch):
+    seen = []
+    monkeypatch.setattr(RecordingLauncher, "start", lambda self, log, command: None)
+    real_run = RecordingLauncher.run
+    monkeypatch.setattr(RecordingLauncher, "run", lambda self, log, command, jobs=None, launcher_opts=():
+                        seen.append((log, [str(c) for c in command])) or real_run(self, log, command, jobs, launcher_opts))
+    with pytest.raises(outer.Diverged, match="every job's objective went non-finite"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0,
+              fails=lambda it, j, attempt: "ERROR (nnet-train-one-job) objective is non-finite\n" if it == 2 else None)
+    srands = [next(a for a in c if a.startswith("--srand=")) for log, c in seen if log == "train.2.1.log"]
+    assert srands == ["--srand=1002", "--srand=2002"]
+
+
+def test_valid_log_likelihood_far_below_best_stops_as_diverged(tmp_path, egs_info):
+    valid = {0: -2.0, 1: -1.0, 2: -0.8, 3: -5.4e13}
+    with pytest.raises(outer.Diverged, match=r"valid log-likelihood -5.4e\+13 per frame at iteration 3; best -0.8 "):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, valid=lambda it: valid.get(it, -0.7))
+    with pytest.raises(outer.Diverged, match="valid log-likelihood nan"):
+        drive(tmp_path / "b", egs_info, lambda it, j: -1.0, valid=lambda it: "nan" if it == 2 else -1.0)
+
+
+def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_path, egs_info, capsys):
+    loop, _ = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    exp = tmp_path / "exp"
+    drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    assert "is complete (final.mdl, accuracy.report); nothing to do" in capsys.readouterr().out
+    for name in ["final.mdl", "accuracy.report"] + [f"{i}.mdl" for i in range(5, loop.num_iters + 1)]:
+        os.remove(exp / name)
+    (exp / "4.mdl").write_text("half a model")  # as if written by a non-atomic tool
+    _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    out = capsys.readouterr()
+    assert "resuming at iteration 3" in out.out and "not resuming from" in out.err
+    assert [name for name, _ in rec.commands if name.startswith("train.")][0] == "train.3.JOB.log"
+    with pytest.raises(NnetError, match=r"manifest.json: this dir was started with other settings "
+                                        r"\(num-epochs: 3 -> 4; srand: 0 -> 5\); run with --stage -1"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, num_epochs=4, srand=5)
+    drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, num_epochs=4, srand=5)  # starting over is allowed
+
+
+def test_exp_lock_refuses_a_second_driver_and_takes_over_a_dead_ones(tmp_path, capsys):
+    from nnet_tools.train.exp_lock import ExpLock
+    with ExpLock(str(tmp_path)):
+        with pytest.raises(NnetError, match=r"driver.lock: another driver is running in this dir \(host .*, pid "
+                                            rf"{os.getpid()}, started"):
+            ExpLock(str(tmp_path)).acquire()
+    assert not (tmp_path / "driver.lock").exists()
+    dead = __import__("subprocess").Popen(["true"])
+    dead.wait()
+    (tmp_path / "driver.lock").write_text('{"host": "%s", "pid": %d, "started": "then"}'
+                                          % (__import__("socket").gethostname(), dead.pid))
+    with ExpLock(str(tmp_path)) as lock:
+        assert f'"pid": {os.getpid()}' in (tmp_path / "driver.lock").read_text()
+        lock.beat()
+    assert "taking over a stale lock" in capsys.readouterr().err
+    (tmp_path / "driver.lock").write_text('{"host": "elsewhere", "pid": 1, "started": "then"}')
+    os.utime(tmp_path / "driver.lock", (0, 0))  # no heartbeat for decades
+    ExpLock(str(tmp_path)).acquire().release()
+
+
+def test_resume_command_drops_stage():
+    assert outer.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
+        "steps/train_dnn.py --dir 'exp/a b'"
+    assert outer.resume_command(["x.py", "--stage=-1", "--cmd", "nnet-queue local"]) == "x.py --cmd 'nnet-queue local'"
 
 
 def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchnorm(tmp_path, small_model):

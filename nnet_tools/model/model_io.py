@@ -35,7 +35,7 @@ def read(path):
         raise NnetError(f"{path}: is a directory, not a model file") from None
     except PermissionError:
         raise NnetError(f"{path}: permission denied reading model file") from None
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, KeyError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise NnetError(f"{path}: not a readable nnet-tools model file ({msg[:120]})") from None
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:

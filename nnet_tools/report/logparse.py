@@ -4,7 +4,6 @@ import re
 OBJF_RE = re.compile(r"Overall average objective function for 'output' is (\S+(?: \+ \S+ = \S+)?) over (\d+) frames")
 PROB_RE = re.compile(r"Overall (log-likelihood|accuracy) for 'output' is (\S+) per frame")
 TIME_RE = re.compile(r"^# Accounting: time=(\d+(?:\.\d+)?)", re.M)
-MISSING_OBJF = -100000.0  # Kaldi's value for a job whose log has no objective line
 
 
 def _read(path):
@@ -16,10 +15,11 @@ def _read(path):
 
 
 def train_objective(path):
-    """The last 'Overall average objective function' of a train log ('a + b = c' -> c)."""
+    """The last 'Overall average objective function' of a train log ('a + b = c' -> c); None
+    when the log is missing or has none (Kaldi scores that job -100000; we call it failed)."""
     found = OBJF_RE.findall(_read(path))
     if not found:
-        return MISSING_OBJF
+        return None
     return float(found[-1][0].split("=")[-1])
 
 

@@ -14,7 +14,11 @@ import subprocess
 import sys
 
 from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.procs import die_with_parent
 from nnet_tools.queue import tasklog
+
+TICK_SECONDS = 10.0
 
 
 class LaunchFailed(NnetError):
@@ -26,12 +30,15 @@ class LaunchFailed(NnetError):
 
 
 class Launcher:
-    """Foreground commands fail loudly; background ones (diagnostics) only warn, as in Kaldi."""
+    """Foreground commands fail loudly; background ones (diagnostics) only warn, as in Kaldi.
+    Every command dies with the driver (a killed driver leaves no launcher behind), and ``tick``
+    is called every few seconds while a foreground command runs (the exp-dir lock's heartbeat)."""
 
-    def __init__(self, cmd, log_dir, name="driver"):
+    def __init__(self, cmd, log_dir, name="driver", tick=None):
         self.cmd = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         self.log_dir = log_dir
         self.name = name
+        self.tick = tick
         self.background = []
 
     def argv(self, log, command, jobs=None, launcher_opts=()):
@@ -39,12 +46,20 @@ class Launcher:
         return self.cmd + list(launcher_opts) + array + [os.path.join(self.log_dir, log)] + [str(c) for c in command]
 
     def run(self, log, command, jobs=None, launcher_opts=()):
-        if subprocess.run(self.argv(log, command, jobs, launcher_opts)).returncode != 0:
+        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts), preexec_fn=die_with_parent())
+        while True:
+            try:
+                code = p.wait(timeout=TICK_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                if self.tick:
+                    self.tick()
+        if code != 0:
             raise LaunchFailed(os.path.join(self.log_dir, log))
 
     def start(self, log, command):
         self._reap(block=False)
-        self.background.append(subprocess.Popen(self.argv(log, command)))
+        self.background.append(subprocess.Popen(self.argv(log, command), preexec_fn=die_with_parent()))
 
     def wait(self):
         self._reap(block=True)
@@ -91,6 +106,7 @@ class InProcessLauncher(Launcher):
         main = getattr(importlib.import_module(module), attr)
         path = os.path.join(self.log_dir, subst(log))
         started = tasklog.write_header(path, " ".join(shlex.quote(a) for a in argv))
+        handlers, level = logger.handlers[:], logger.level  # the program points the logger at its log
         with open(path, "a") as f, contextlib.redirect_stderr(f), contextlib.redirect_stdout(f):
             saved, sys.argv = sys.argv, argv
             try:
@@ -103,6 +119,7 @@ class InProcessLauncher(Launcher):
                 code = 1
             finally:
                 sys.argv = saved
+                logger.handlers[:], logger.level = handlers, level
         tasklog.write_footer(path, started, code)
         return code
 

@@ -44,6 +44,12 @@ class TrainerOptions:
                                       "scale the model by 1 - P x lr before each iteration (approximates l2)")
     backstitch_scale: float = _opt("--trainer.optimization.backstitch-training-scale", 0.0)
     backstitch_interval: int = _opt("--trainer.optimization.backstitch-training-interval", 1)
+    max_retries: int = _opt("--trainer.max-retries", 2, "times a failed job is run again before the iteration "
+                            "goes on without it")
+    min_success_fraction: float = _opt("--trainer.min-success-fraction", 0.5, "the least fraction of an iteration's "
+                                       "jobs that must succeed for their average to be used")
+    divergence_threshold: float = _opt("--trainer.divergence-threshold", 5.0, "stop ('diverged') when the valid "
+                                       "log-likelihood per frame falls this far below its best; 0 = never")
     outer_method: str = _opt("--trainer.outer.method", "average", "what becomes of the averaged model: "
                              "average (Kaldi), bmuf (block momentum), nesterov (DiLoCo's outer Nesterov SGD)",
                              choices=["average", "bmuf", "nesterov"])

@@ -7,8 +7,10 @@ archive each, as one array submission through the launcher; the jobs' models sel
 outer optimizer (outer_optim.py); cleanup of old models. Everything runs through programs, so
 every step has its log under DIR/log and can be re-run by hand.
 """
+import glob
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -17,11 +19,15 @@ from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import write_text
 from nnet_tools.report import logparse, summary
-from nnet_tools.train import schedule
-from nnet_tools.train.launcher import Launcher
+from nnet_tools.model import model_io
+from nnet_tools.train import manifest, schedule
+from nnet_tools.train.exp_lock import ExpLock
+from nnet_tools.train.launcher import LaunchFailed, Launcher
 from nnet_tools.train.minibatch import halve
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
+NONFINITE_RE = re.compile(r"non-?finite", re.I)
+RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
 
 def select(it, objectives):
@@ -40,13 +46,13 @@ def iteration_settings(opts, it):
     return opts.minibatch_size, opts.max_param_change
 
 
-def job_command(opts, it, jobs, lrate, processed, model_in, egs_dir, model_out, job="JOB"):
+def job_command(opts, it, jobs, lrate, processed, model_in, egs_dir, model_out, job="JOB", srand_offset=0):
     """nnet-train-one-job's command line for one iteration; ``lrate`` is the effective rate,
     multiplied by the number of jobs as Kaldi does."""
     minibatch, max_param_change = iteration_settings(opts, it)
     return ["nnet-train-one-job", f"--learning-rate={lrate * jobs:.8g}", f"--minibatch-size={minibatch}",
             f"--max-param-change={max_param_change:.8g}", f"--momentum={opts.momentum}",
-            f"--shuffle-buffer-size={opts.shuffle_buffer_size}", f"--srand={it + opts.srand}",
+            f"--shuffle-buffer-size={opts.shuffle_buffer_size}", f"--srand={it + opts.srand + srand_offset}",
             f"--num-threads={opts.num_threads}", f"--use-gpu={opts.use_gpu}",
             f"--job={job}", f"--archives-processed={processed}",
             *(opts.add_options or []), model_in, egs_dir, model_out]
@@ -96,7 +102,54 @@ class OuterLoop:
         print(f"{self.name}: WARNING: {text}", file=sys.stderr, flush=True)
 
     # -- stages ---------------------------------------------------------------------------------
-    def run(self, stage=-1, exit_stage=None, config=None, input_model=None):
+    def run(self, stage=None, exit_stage=None, config=None, input_model=None):
+        """stage None: go on where this dir left off (a new dir starts at -1); -1: start over;
+        N: Kaldi's --stage N. Holds the dir's lock throughout."""
+        with ExpLock(self.dir) as lock:
+            self.launcher.tick = lock.beat
+            remove_stale_temp_files(self.dir)
+            stage = self.check_manifest(stage, config, input_model)
+            if stage > self.num_iters:
+                self.say(f"{self.name}: {self.dir} is complete (final.mdl, accuracy.report); nothing to do")
+                return self.path("final.mdl")
+            return self.stages(stage, exit_stage, config, input_model)
+
+    def check_manifest(self, stage, config, input_model):
+        """The stage to start at, after checking this run's settings against the dir's manifest."""
+        new = manifest.describe(self.opts, self.egs_dir, self.num_archives, self.frames_per_eg, config, input_model)
+        old = None if stage == -1 else manifest.read(self.dir)
+        if old is None:
+            manifest.write(self.dir, new)
+            return -1 if stage is None else stage
+        diffs = manifest.differences(old, new)
+        if diffs:
+            raise NnetError(f"{self.path(manifest.NAME)}: this dir was started with other settings ("
+                            f"{'; '.join(diffs)}); run with --stage -1 to start it over, or use another --dir")
+        if stage is not None:
+            return stage
+        stage = self.resume_point()
+        if stage >= 0:
+            self.say(f"{self.name}: resuming at {'the final combination' if stage == self.num_iters else f'iteration {stage}'}"
+                     f" ({self.mdl(stage)} is the newest complete model)" if stage <= self.num_iters else "")
+        return stage
+
+    def resume_point(self):
+        """num_iters + 1 if the run is complete; else the newest iteration with a whole model."""
+        if os.path.exists(self.path("final.mdl")) and os.path.exists(self.path("accuracy.report")):
+            return self.num_iters + 1
+        for it in range(self.num_iters, -1, -1):
+            if os.path.exists(self.mdl(it)) and self.resumable(it):
+                try:
+                    model_io.read(self.mdl(it))
+                    return it
+                except NnetError as e:
+                    self.warn(f"not resuming from {self.mdl(it)}: {e}")
+        return -1
+
+    def resumable(self, it):
+        return it < 2 or self.opts.outer_method == "average" or os.path.exists(self.path(f"{it}.outer"))
+
+    def stages(self, stage, exit_stage, config, input_model):
         self.write_srand()
         if stage <= -1:
             self.init_model(config, input_model)
@@ -120,10 +173,12 @@ class OuterLoop:
             self.iteration(it, jobs, lrate, processed)
             done += 1
             self.cleanup_during(it)
+            self.check_divergence(it)
         final = self.path("final.mdl")
         if stage <= self.num_iters:
             self.combine(final)
         self.launcher.wait()
+        self.check_divergence(self.num_iters)
         self.cleanup_after()
         write_text(self.path("accuracy.report"), summary.accuracy_report(self.dir))
         self.say(summary.dir_info(self.dir))
@@ -147,7 +202,7 @@ class OuterLoop:
     def check_resumable(self, it):
         if not os.path.exists(self.mdl(it)):
             raise NnetError(f"cannot resume at iteration {it}: {self.mdl(it)} does not exist")
-        if it >= 2 and self.opts.outer_method != "average" and not os.path.exists(self.path(f"{it}.outer")):
+        if not self.resumable(it):
             raise NnetError(f"cannot resume at iteration {it}: {self.path(f'{it}.outer')} does not exist")
 
     def diagnostics(self, model, tag, previous=None):
@@ -160,23 +215,94 @@ class OuterLoop:
 
     def iteration(self, it, jobs, lrate, processed):
         outputs = [self.path(f"{it + 1}.{j}.mdl") for j in range(1, jobs + 1)]
-        self.launcher.run(f"train.{it}.JOB.log",
-                          job_command(self.opts, it, jobs, lrate, processed, self.mdl(it), self.egs_dir,
-                                      self.path(f"{it + 1}.JOB.mdl")),
-                          jobs=jobs, launcher_opts=job_launcher_opts(self.opts))
-        objectives = [logparse.train_objective(self.path(f"log/train.{it}.{j}.log")) for j in range(1, jobs + 1)]
-        chosen = select(it, objectives)
+        succeeded = self.train_jobs(it, jobs, lrate, processed)
+        objectives = {j: logparse.train_objective(self.path(f"log/train.{it}.{j}.log")) for j in succeeded}
+        chosen = [succeeded[k] for k in select(it, [objectives[j] for j in succeeded])]
         if it == 0:
-            self.launcher.run("select.0.log", ["nnet-average-models", outputs[chosen[0]], self.mdl(1)])
+            self.launcher.run("select.0.log", ["nnet-average-models", outputs[chosen[0] - 1], self.mdl(1)])
         else:
-            if len(chosen) < jobs:
-                self.warn(f"Only {len(chosen)}/{jobs} of the models have been accepted for averaging, "
+            if len(chosen) < len(succeeded):
+                self.warn(f"Only {len(chosen)}/{len(succeeded)} of the models have been accepted for averaging, "
                           f"based on log files {self.dir}/log/train.{it}.*.log")
-            self.average([outputs[j] for j in chosen], it, jobs)
+            self.average([outputs[j - 1] for j in chosen], it, jobs)
         for o in outputs:
-            os.remove(o)
+            if os.path.exists(o):
+                os.remove(o)
         if not os.path.getsize(self.mdl(it + 1)):
             raise NnetError(f"{self.mdl(it + 1)} is empty")
+
+    def train_jobs(self, it, jobs, lrate, processed):
+        """Run the iteration's jobs as one array; re-run each failed one alone, up to max-retries
+        times (a job that went non-finite with another seed); returns the jobs (1-based) that
+        succeeded, when they are enough to go on with."""
+        def command(job, srand_offset=0):
+            return job_command(self.opts, it, jobs, lrate, processed, self.mdl(it), self.egs_dir,
+                               self.path(f"{it + 1}.{job}.mdl"), job=job, srand_offset=srand_offset)
+        try:
+            self.launcher.run(f"train.{it}.JOB.log", command("JOB"), jobs=jobs, launcher_opts=job_launcher_opts(self.opts))
+            return list(range(1, jobs + 1))
+        except LaunchFailed:
+            pass
+        succeeded, nonfinite = [], 0
+        for j in range(1, jobs + 1):
+            log = self.path(f"log/train.{it}.{j}.log")
+            for attempt in range(1, self.opts.max_retries + 2):
+                if self.job_done(it, j):
+                    succeeded.append(j)
+                    break
+                went_nonfinite = bool(NONFINITE_RE.search(read_tail(log)))
+                if attempt > self.opts.max_retries:
+                    nonfinite += went_nonfinite
+                    break
+                kept = f"{log}.failed.{attempt}"
+                if os.path.exists(log):
+                    os.replace(log, kept)
+                self.warn(f"job {j} of iteration {it} failed ({kept}); retry {attempt}/{self.opts.max_retries}"
+                          + (" with another seed (it went non-finite)" if went_nonfinite else ""))
+                try:
+                    self.launcher.run(f"train.{it}.{j}.log", command(j, RETRY_SRAND_STEP * attempt if went_nonfinite else 0),
+                                      launcher_opts=job_launcher_opts(self.opts))
+                except LaunchFailed:
+                    pass
+        failed = jobs - len(succeeded)
+        if failed == 0:
+            return succeeded
+        if nonfinite == jobs:
+            raise Diverged(f"iteration {it}: every job's objective went non-finite, also after "
+                           f"{self.opts.max_retries} retries each (see {self.dir}/log/train.{it}.*.log)")
+        if len(succeeded) < max(1, self.opts.min_success_fraction * jobs):
+            raise NnetError(f"iteration {it}: only {len(succeeded)}/{jobs} jobs succeeded after {self.opts.max_retries} "
+                            f"retries each (--trainer.min-success-fraction {self.opts.min_success_fraction}); "
+                            f"see {self.dir}/log/train.{it}.*.log")
+        self.warn(f"iteration {it}: {failed}/{jobs} jobs failed after {self.opts.max_retries} retries each; "
+                  f"using the {len(succeeded)} that succeeded")
+        return succeeded
+
+    def job_done(self, it, job):
+        """A job succeeded when its model exists (written atomically, last) and its log says how it did."""
+        return (os.path.exists(self.path(f"{it + 1}.{job}.mdl"))
+                and logparse.train_objective(self.path(f"log/train.{it}.{job}.log")) is not None)
+
+    def check_divergence(self, upto):
+        """Stop when the newest valid log-likelihood is non-finite or far below the best so far."""
+        if not self.opts.divergence_threshold:
+            return
+        best = latest = None
+        for it in range(upto + 1):
+            value = logparse.compute_prob(self.path(f"log/compute_prob_valid.{it}.log")).get("log-likelihood")
+            if value is None:
+                continue
+            latest = (it, value)
+            if math.isfinite(value) and (best is None or value > best[1]):
+                best = (it, value)
+        if latest is None:
+            return
+        it, value = latest
+        if not math.isfinite(value) or (best and value < best[1] - self.opts.divergence_threshold):
+            where = f"; best {best[1]:.6g} at iteration {best[0]}" if best else ""
+            raise Diverged(f"diverged: valid log-likelihood {value:.6g} per frame at iteration {it}{where} "
+                           f"(--trainer.divergence-threshold {self.opts.divergence_threshold:g}); lower the "
+                           f"learning rate or max-change and start over with --stage -1")
 
     def average(self, models, it, jobs):
         if self.opts.outer_method == "average":
@@ -220,6 +346,41 @@ class OuterLoop:
         for i in range(self.num_iters):
             if i % self.opts.preserve_interval and os.path.exists(self.mdl(i)):
                 os.remove(self.mdl(i))
+
+
+class Diverged(NnetError):
+    """Training went non-finite or far worse; resuming would do the same again."""
+
+
+def read_tail(path, size=4096):
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def remove_stale_temp_files(dir):
+    """Temp files of atomic writers killed in an earlier run (we hold the dir's lock now)."""
+    for tmp in glob.glob(os.path.join(dir, ".tmp.*")) + glob.glob(os.path.join(dir, "log", ".tmp.*")):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+def resume_command(argv=None):
+    """The driver's command line without --stage, which resumes where the dir left off."""
+    argv, out, skip = list(argv or sys.argv), [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--stage":
+            skip = True
+        elif not a.startswith("--stage="):
+            out.append(a)
+    return command_line(out)
 
 
 def format_duration(seconds):

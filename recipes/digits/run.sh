@@ -4,7 +4,7 @@
 # final combination; 3 test-set accuracy.   Run from this directory:  ./run.sh [--stage N]
 set -euo pipefail
 stage=0
-train_stage=-1
+train_stage=          # empty: the driver goes on where exp/nnet left off; -1 starts it over
 use_gpu=no
 num_epochs=10
 dir=exp/nnet
@@ -22,7 +22,7 @@ if [ $stage -le 1 ]; then
 fi
 
 if [ $stage -le 2 ]; then
-  steps/train_dnn.py --cmd "$train_cmd" --stage $train_stage --use-gpu $use_gpu \
+  steps/train_dnn.py --cmd "$train_cmd" ${train_stage:+--stage $train_stage} --use-gpu $use_gpu \
     --config conf/model.yaml --trainer.num-epochs $num_epochs \
     --trainer.optimization.num-jobs-initial 2 --trainer.optimization.num-jobs-final 4 \
     --trainer.optimization.initial-effective-lrate 0.003 --trainer.optimization.final-effective-lrate 0.0003 \

@@ -1,0 +1,61 @@
+"""The run manifest (DIR/manifest.json): what an experiment dir was started with, so that running
+the same driver command again resumes it, and a different one is refused rather than mixed in.
+
+It holds what decides the models: the initial model (a hash of the config or input model), the
+egs dir and its shape, the seed, and the options that shape the schedule or the updates.
+"""
+import hashlib
+import json
+import os
+
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import write_text
+
+NAME = "manifest.json"
+SCHEDULE_FIELDS = ("srand", "num_epochs", "jobs_initial", "jobs_final", "jobs_step", "initial_lrate", "final_lrate",
+                   "minibatch_size", "momentum", "max_param_change", "outer_method", "proportional_shrink",
+                   "dropout_schedule")
+
+
+def file_hash(path):
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read ({e.strerror})") from None
+    return h.hexdigest()[:16]
+
+
+def describe(opts, egs_dir, num_archives, frames_per_eg, config=None, input_model=None):
+    start = {"config": file_hash(config)} if config else {"input-model": file_hash(input_model)} if input_model else {}
+    return {"start": start, "egs-dir": os.path.abspath(egs_dir), "num-archives": num_archives,
+            "frames-per-eg": frames_per_eg, **{k.replace("_", "-"): getattr(opts, k) for k in SCHEDULE_FIELDS}}
+
+
+def read(exp_dir):
+    path = os.path.join(exp_dir, NAME)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        raise NnetError(f"{path}: not a readable run manifest; remove it to start this dir over") from None
+
+
+def write(exp_dir, manifest):
+    write_text(os.path.join(exp_dir, NAME), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def differences(old, new):
+    """'key: old -> new' for every setting that differs; a start of {} (resuming without the
+    config or input model) matches any."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if key == "start" and not new.get("start"):
+            continue
+        if old.get(key) != new.get(key):
+            out.append(f"{key}: {old.get(key)} -> {new.get(key)}")
+    return out

@@ -1,0 +1,111 @@
+"""The driver under real faults (real processes, real signals): a training job killed mid-iteration,
+the driver killed and run again, two drivers on one dir. Each run is compared with an undisturbed
+run: the same final model, bit for bit (a re-run job has the same inputs and seed)."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from conftest import REPO, SMALL_CONFIG, write_egs_dir
+
+DRIVER = REPO / "steps" / "train_dnn.py"
+
+
+def driver_argv(tmp, exp):
+    return ["python3", str(DRIVER), "--cmd", "nnet-queue local", "--config", str(tmp / "model.yaml"),
+            "--trainer.num-epochs", "1", "--trainer.optimization.num-jobs-initial", "2",
+            "--trainer.optimization.num-jobs-final", "3", "--trainer.optimization.minibatch-size", "64",
+            "--trainer.optimization.initial-effective-lrate", "0.003",
+            "--trainer.optimization.final-effective-lrate", "0.001", "--egs.dir", str(tmp / "egs"), "--dir", str(exp)]
+
+
+def start(tmp, exp):
+    return subprocess.Popen(driver_argv(tmp, exp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def processes(pattern, exclude="\0"):
+    """pids of processes whose command line contains ``pattern`` and not ``exclude``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if pattern in cmdline and exclude not in cmdline:
+                found.append(int(pid))
+    return found
+
+
+def wait_for(condition, timeout=120, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def final_state(exp):
+    return torch.load(exp / "final.mdl", weights_only=True)["state"]
+
+
+def same_model(a, b):
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("faults")
+    write_egs_dir(tmp / "egs")
+    (tmp / "model.yaml").write_text(SMALL_CONFIG)
+    r = subprocess.run(driver_argv(tmp, tmp / "clean"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return tmp, final_state(tmp / "clean")
+
+
+def test_killed_training_job_is_retried_and_the_run_finishes_as_if_undisturbed(setup):
+    tmp, clean = setup
+    exp = tmp / "kill_job"
+    p = start(tmp, exp)
+    victim = wait_for(lambda: processes(f"--job=2 --archives-processed=4 {exp}/2.mdl", exclude="nnet-queue"),
+                      what="job 2 of iteration 2")
+    os.kill(victim[0], signal.SIGKILL)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-2000:]
+    assert "job 2 of iteration 2 failed" in err and "retry 1/2" in err
+    assert "# Ended (code 0; signal 9)" in (exp / "log" / "train.2.2.log.failed.1").read_text()
+    assert same_model(final_state(exp), clean)
+
+
+def test_killed_driver_leaves_no_task_and_the_same_command_resumes(setup):
+    tmp, clean = setup
+    exp = tmp / "kill_driver"
+    p = start(tmp, exp)
+    wait_for(lambda: processes(f"--archives-processed=4 {exp}/2.mdl"), what="iteration 2's jobs")
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate()
+    wait_for(lambda: not processes(str(exp)), timeout=30, what="the driver's tasks to die")
+    again = subprocess.run(driver_argv(tmp, exp), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "taking over a stale lock" in again.stderr
+    assert "resuming at iteration 2" in again.stdout
+    assert same_model(final_state(exp), clean)
+    assert not list(exp.glob(".tmp.*")) and not (exp / "driver.lock").exists()
+
+
+def test_second_driver_on_the_same_dir_is_refused(setup):
+    tmp, _ = setup
+    exp = tmp / "two"
+    first = start(tmp, exp)
+    wait_for(lambda: (exp / "driver.lock").exists(), what="the first driver's lock")
+    second = subprocess.run(driver_argv(tmp, exp), capture_output=True, text=True)
+    first.kill()
+    first.communicate()
+    assert second.returncode == 1
+    assert "driver.lock: another driver is running in this dir (host" in second.stderr
+    assert f"pid {first.pid}" in second.stderr
