@@ -7,9 +7,9 @@ from nnet_tools.log import logger
 
 
 def check_same_structure(models, paths):
-    ref = models[0].config
+    ref, ref_keys = models[0].config, models[0].state_dict().keys()
     for model, path in zip(models[1:], paths[1:]):
-        if model.config != ref:
+        if model.config != ref or model.state_dict().keys() != ref_keys:  # e.g. one has a presoftmax scale
             raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
 
 
