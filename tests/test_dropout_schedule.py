@@ -105,3 +105,14 @@ def test_name_matches_pattern():
     assert edits.name_matches("lstm1.dropout", "*")
     assert not edits.name_matches("lstm1.dropout", "lstm")
     assert edits.name_matches("a.b", "a.b") and not edits.name_matches("axb", "a.b")
+
+
+def test_models_differing_only_in_dropout_proportion_can_be_averaged():
+    # nnet-combine takes models from several iterations of a dropout schedule.
+    from nnet_tools.train.average import check_same_structure
+    a, b = dropout_net(), dropout_net()
+    edits.set_dropout_proportion(b, "*", 0.3)
+    check_same_structure([a, b], ["a.mdl", "b.mdl"])
+    b.set_presoftmax_scale(torch.ones(4))
+    with pytest.raises(NnetError, match="b.mdl: model structure differs from a.mdl"):
+        check_same_structure([a, b], ["a.mdl", "b.mdl"])

@@ -311,3 +311,15 @@ def test_init_with_presoftmax_prior_scale(tmp_path):
     (tmp_path / "short.vec").write_text("[ 1 2 ]\n")
     r = run("nnet-init", "--presoftmax-prior-scale", tmp_path / "short.vec", tmp_path / "m.yaml", tmp_path / "1.mdl")
     assert "short.vec: presoftmax scale has 2 values; the model has 4 outputs" in error_line(r)
+
+
+def test_backstitch_passes_share_their_dropout_masks(egs_dir, monkeypatch):
+    net = Nnet(config.normalize(config.yaml_load(SMALL_CONFIG.replace("relu-batchnorm,", "tanh-dropout,"))))
+    masks = []
+    real = torch.nn.Dropout.forward
+    monkeypatch.setattr(torch.nn.Dropout, "forward", lambda self, x: (lambda y: masks.append(y == 0) or y)(real(self, x)))
+    train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"),
+                  TrainOptions(learning_rate=0.01, minibatch_size="128", backstitch_training_scale=0.3))
+    assert len(masks) == 4 and masks[0].float().mean() > 0.3  # 2 minibatches x 2 passes, p = 0.5
+    assert torch.equal(masks[0], masks[1]) and torch.equal(masks[2], masks[3])
+    assert not torch.equal(masks[0], masks[2])

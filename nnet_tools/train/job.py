@@ -125,9 +125,8 @@ def _log_settings(opts, names, components, l2_terms, phase):
         layers = ", ".join(f"{names[c]}={components[c][0].l2_regularize:g}" for c, _ in l2_terms)
         logger.info(f"l2 regularization with l2-regularize-factor {opts.l2_regularize_factor:g} on: {layers}")
     if opts.backstitch_training_scale > 0:
-        logger.info(f"Backstitch training with scale {opts.backstitch_training_scale:g} on every "
-                    f"{opts.backstitch_training_interval}-th minibatch (those with index % "
-                    f"{opts.backstitch_training_interval} == {phase}).")
+        logger.info(f"Backstitch training with scale {opts.backstitch_training_scale:g} on the minibatches "
+                    f"whose index % {opts.backstitch_training_interval} == {phase}.")
 
 
 def train_one_job(model, archive, opts, device="cpu"):
