@@ -1,6 +1,8 @@
 import click
 import torch
 
+from nnet_tools.data import vectors
+from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
@@ -9,19 +11,29 @@ from nnet_tools.cli.common import program
 
 @click.command(context_settings={"show_default": True})
 @click.option("--srand", type=int, default=0, help="Seed for the random initial parameters.")
+@click.option("--presoftmax-prior-scale", "prior_scale", default=None,
+              help="Text vector (presoftmax_prior_scale.vec): fixed per-class scale before the output's log-softmax.")
 @click.argument("config_file")
 @click.argument("model_out")
 @program("nnet-init")
-def main(config_file, model_out, srand):
+def main(config_file, model_out, srand, prior_scale):
     """Initialise a model from a YAML config (see conf/*.yaml).
 
     \b
     Example:
       nnet-init --srand 0 conf/digits.yaml exp/nnet/0.mdl
+      nnet-init --presoftmax-prior-scale exp/nnet/presoftmax_prior_scale.vec conf/model.yaml exp/nnet/0.mdl
     """
     cfg = config.load(config_file)
     torch.manual_seed(srand)
     model = Nnet(cfg)
+    if prior_scale is not None:
+        values = vectors.read_vector(prior_scale, "presoftmax prior scale")
+        try:
+            model.set_presoftmax_scale(values)
+        except NnetError as e:
+            raise NnetError(f"{prior_scale}: {e}") from None
+        logger.info(f"Output layer scaled by the presoftmax prior scale in {prior_scale}")
     model_io.save(model, model_out)
     n = sum(p.numel() for p in model.parameters())
     logger.info(f"Initialized model with {n} parameters, left-context {model.left_context}, "

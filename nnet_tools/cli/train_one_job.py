@@ -3,7 +3,7 @@ import os
 import click
 
 from nnet_tools import device
-from nnet_tools.model import model_io
+from nnet_tools.model import edits as edits_mod, model_io
 from nnet_tools.train import job as train
 from nnet_tools.data import egs as egs_mod
 from nnet_tools.errors import NnetError
@@ -20,6 +20,14 @@ from nnet_tools.cli.common import program
 @click.option("--shuffle-buffer-size", type=int, default=5000, help="nnet3-shuffle-egs buffer; 0 = full shuffle.")
 @click.option("--srand", type=int, default=0)
 @click.option("--print-interval", type=int, default=10)
+@click.option("--l2-regularize-factor", type=float, default=1.0,
+              help="Multiplies each layer's l2-regularize (the driver passes 1/num-jobs).")
+@click.option("--backstitch-training-scale", type=float, default=0.0, help="Backstitch alpha; 0 = off. Needs --momentum 0.")
+@click.option("--backstitch-training-interval", type=int, default=1, help="Backstitch every n-th minibatch.")
+@click.option("--scale", type=float, default=1.0,
+              help="Scale every parameter before training (nnet3-copy --scale; the proportional-shrink value).")
+@click.option("--edits", default="",
+              help="Model edits before training (nnet3-copy --edits), e.g. 'set-dropout-proportion name=* proportion=0.25'.")
 @click.option("--num-threads", type=int, default=0, help="CPU threads for torch (0 = torch's default).")
 @click.option("--use-gpu", default="yes", help="yes|no|wait; without CUDA, yes falls back to CPU.")
 @click.option("--job", type=int, default=None, help="With an egs dir: this job's number (JOB) in the iteration.")
@@ -29,7 +37,7 @@ from nnet_tools.cli.common import program
 @click.argument("egs")
 @click.argument("model_out")
 @program("nnet-train-one-job")
-def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed, verbose, **opts):
+def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed, verbose, scale, edits, **opts):
     """Train one job of one iteration: MODEL_IN + one egs archive -> MODEL_OUT.
 
     EGS is an archive (then --frame picks the label position), or an egs dir with --job and
@@ -42,6 +50,8 @@ def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed
           exp/nnet/7.mdl exp/egs/egs.2.ark exp/nnet/8.1.mdl
       nnet-queue local JOB=1:4 exp/nnet/log/train.7.JOB.log nnet-train-one-job --learning-rate 0.0012 \\
           --srand 7 --job JOB --archives-processed 22 exp/nnet/7.mdl exp/egs exp/nnet/8.JOB.mdl
+      nnet-train-one-job --learning-rate 0.0012 --l2-regularize-factor 0.25 --scale 0.94 \\
+          --edits 'set-dropout-proportion name=* proportion=0.2' exp/nnet/7.mdl exp/egs/egs.1.ark exp/nnet/8.1.mdl
     """
     device.set_threads(num_threads)
     dev = device.select(use_gpu)
@@ -50,7 +60,14 @@ def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed
             raise NnetError(f"{egs}: is an egs dir; give --job (and --archives-processed) or an archive file")
         egs, opts["frame"] = egs_mod.job_archive(egs, job, archives_processed)
         logger.info(f"Job {job}: training on {egs}, frame {opts['frame']}")
+    options = train.TrainOptions(**opts)
+    options.check()
     model = model_io.load(model_in)
-    train.train_one_job(model, egs_mod.EgsArchive(egs), train.TrainOptions(**opts), dev)
+    if scale != 1.0:
+        logger.info(f"Scaling parameters by {scale:g}")
+        edits_mod.scale_parameters(model, scale)
+    if edits:
+        edits_mod.apply_edits(model, edits)
+    train.train_one_job(model, egs_mod.EgsArchive(egs), options, dev)
     model_io.save(model, model_out)
     logger.info(f"Wrote model to {model_out}")

@@ -1,1 +1,1 @@
-"""Data: Kaldi tables, the egs archive format, egs dumping, image corpora."""
+"""Data: Kaldi tables, Kaldi text vectors, the egs archive format, egs dumping, image corpora."""

@@ -1,1 +1,2 @@
-"""The model: YAML config, the network and its layers, natural gradient, model files, partitioning."""
+"""The model: YAML config, the network and its layers, natural gradient, model files, edits
+(scale, dropout proportion), the presoftmax prior scale, partitioning."""

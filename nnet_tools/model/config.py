@@ -12,7 +12,8 @@ A hidden layer type is an affine transform followed by the parts named in its ty
 ``affine`` alone, or ``relu|tanh|sigmoid`` optionally followed by ``-batchnorm`` and/or ``-dropout``
 (a trailing ``-layer`` is accepted, as in xconfig). ``output`` is affine + log-softmax. Defaults follow
 Kaldi's xconfig: max-change 0.75 (1.5 for the output layer), learning-rate-factor 1, param-stddev
-1/sqrt(input dim) and bias-stddev 1 (0 and 0 for the output layer), dropout-proportion 0.5.
+1/sqrt(input dim) and bias-stddev 1 (0 and 0 for the output layer), dropout-proportion 0.5,
+l2-regularize 0 (xconfig's ``l2-regularize=``: the trainer adds -2 c lr N params to each step).
 """
 import copy
 import re
@@ -24,7 +25,7 @@ from nnet_tools.errors import NnetError
 NONLINEARITIES = ("relu", "tanh", "sigmoid")
 NG_KEYS = ("rank-in", "rank-out", "update-period", "num-samples-history", "alpha")
 LAYER_KEYS = {"name", "type", "dim", "max-change", "learning-rate-factor", "param-stddev",
-              "bias-stddev", "dropout-proportion", "natural-gradient", *NG_KEYS}
+              "bias-stddev", "dropout-proportion", "natural-gradient", "l2-regularize", *NG_KEYS}
 TOP_KEYS = {"input-dim", "splice", "natural-gradient", "layers"}
 
 
@@ -78,6 +79,15 @@ def _layer_parts(kind, where):
     return ["affine"] + [p for p in parts if p != "affine"]
 
 
+def _number(value, key, where, lo, hi=None):
+    """value as a float within [lo, hi], or one clear error naming the layer and key."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not (lo <= value and (hi is None or value <= hi)):
+        bound = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
+        raise NnetError(f"{where}: {key} must be a number {bound}, got {value!r}")
+    return float(value)
+
+
 def normalize(raw, where="<config>"):
     """Check a config dict and fill in every default, so a model file holds the whole truth."""
     if not isinstance(raw, dict):
@@ -124,7 +134,10 @@ def normalize(raw, where="<config>"):
                "bias-stddev": float(layer.get("bias-stddev", 0.0 if is_output else 1.0)),
                "natural-gradient": ng}
         if "dropout" in parts:
-            out["dropout-proportion"] = float(layer.get("dropout-proportion", 0.5))
+            out["dropout-proportion"] = _number(layer.get("dropout-proportion", 0.5), "dropout-proportion",
+                                                f"{lw} ({name})", 0.0, 1.0)
+        if "l2-regularize" in layer:  # only when given, so configs without it read as before
+            out["l2-regularize"] = _number(layer["l2-regularize"], "l2-regularize", f"{lw} ({name})", 0.0)
         for key in NG_KEYS:
             if key in layer:
                 out[key] = layer[key]

@@ -49,9 +49,12 @@ def load(path, with_priors=False):
     blob = read(path)
     cfg = config_mod.normalize(_to_yaml_types(blob["config"]), f"{path}: config")
     model = Nnet(cfg)
+    scale_key = f"layers.{len(model.layers) - 1}.presoftmax_scale"
     try:
+        if scale_key in blob["state"]:  # optional: files written before it existed lack it
+            model.set_presoftmax_scale(blob["state"][scale_key])
         model.load_state_dict(blob["state"])
-    except RuntimeError as e:
+    except (RuntimeError, NnetError) as e:
         raise NnetError(f"{path}: parameters do not match its config: {str(e).splitlines()[0]}") from None
     return (model, blob.get("priors")) if with_priors else model
 

@@ -29,6 +29,7 @@ class Affine(nn.Module):
         nn.init.normal_(self.bias, std=spec["bias-stddev"])
         self.max_change = spec["max-change"]
         self.learning_rate_factor = spec["learning-rate-factor"]
+        self.l2_regularize = spec.get("l2-regularize", 0.0)
         self.ng_mode = spec["natural-gradient"]
         self.ng_options = {k: spec[k] for k in config_mod.NG_KEYS if k in spec}
         self.reset_natural_gradient()
@@ -47,6 +48,12 @@ class Affine(nn.Module):
         shared = {k.replace("-", "_"): v for k, v in self.ng_options.items() if k not in ("rank-in", "rank-out")}
         self.pre_in = ng.OnlineNaturalGradient(rank=self.ng_options.get("rank-in", rank_in), **shared)
         self.pre_out = ng.OnlineNaturalGradient(rank=self.ng_options.get("rank-out", rank_out), **shared)
+
+    def freeze_natural_gradient(self, frozen):
+        """Kaldi's FreezeNaturalGradient: keep applying the Fisher estimates, stop updating them."""
+        for pre in (self.pre_in, self.pre_out):
+            if pre is not None:
+                pre.frozen = frozen
 
     def forward(self, x):
         if self.pre_in is not None and self.training and torch.is_grad_enabled():
@@ -82,16 +89,25 @@ def _part(name, dim, spec):
 
 
 class Layer(nn.Module):
-    """One config layer: the affine transform, then its nonlinearity/batchnorm/dropout parts."""
+    """One config layer: the affine transform, then its nonlinearity/batchnorm/dropout parts.
+
+    An output layer may carry ``presoftmax_scale``, a fixed per-class scale on the affine output
+    before the log-softmax (Kaldi's FixedScaleComponent from presoftmax_prior_scale.vec). It is a
+    buffer that exists only once set, so models without it compute and save exactly as before.
+    """
 
     def __init__(self, din, spec):
         super().__init__()
         self.name = spec["name"]
         self.affine = Affine(din, spec["dim"], spec)
         self.post = nn.Sequential(*[_part(p, spec["dim"], spec) for p in spec["parts"][1:]])
+        self.register_buffer("presoftmax_scale", None)
 
     def forward(self, x):
-        return self.post(self.affine(x))
+        x = self.affine(x)
+        if self.presoftmax_scale is not None:
+            x = x * self.presoftmax_scale
+        return self.post(x)
 
 
 class Nnet(nn.Module):
@@ -133,6 +149,26 @@ class Nnet(nn.Module):
     def reset_natural_gradient(self):
         for _, affine in self.updatable():
             affine.reset_natural_gradient()
+
+    def freeze_natural_gradient(self, frozen):
+        for _, affine in self.updatable():
+            affine.freeze_natural_gradient(frozen)
+
+    def dropout_parts(self):
+        """(component name, layer index, nn.Dropout) of every dropout part, named as xconfig names
+        its components (``tdnn2.dropout``), which is what set-dropout-proportion patterns match."""
+        return [(f"{layer.name}.dropout", i, part) for i, layer in enumerate(self.layers)
+                for part in layer.post if isinstance(part, nn.Dropout)]
+
+    def set_presoftmax_scale(self, scale):
+        """Fix the output layer's per-class pre-softmax scale (a [num_classes] vector)."""
+        scale = torch.as_tensor(scale, dtype=torch.float32).flatten()
+        if scale.shape[0] != self.output_dim:
+            raise NnetError(f"presoftmax scale has {scale.shape[0]} values; the model has {self.output_dim} outputs")
+        if not bool(torch.isfinite(scale).all()) or bool((scale <= 0).any()):
+            raise NnetError("presoftmax scale must be positive and finite")
+        output = self.layers[-1]
+        output.presoftmax_scale = scale.to(output.affine.weight.device)
 
 
 def frame_windows(feats, left, right):

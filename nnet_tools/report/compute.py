@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from nnet_tools.data import tables
+from nnet_tools.data import tables, vectors
 from nnet_tools.report.diagnostics import EVAL_BATCH, Stats
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
@@ -25,14 +25,7 @@ def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"
 
 def read_priors(path, dim):
     """Class priors from a Kaldi text vector file ('[ p1 p2 ... ]' or plain numbers), as log-priors."""
-    try:
-        with open(path) as f:
-            values = [float(v) for v in f.read().replace("[", " ").replace("]", " ").split()]
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read priors: {e.strerror}") from None
-    except ValueError:
-        raise NnetError(f"{path}: priors must be a vector of numbers") from None
-    priors = torch.tensor(values, dtype=torch.float32)
+    priors = torch.tensor(vectors.read_vector(path, "priors"), dtype=torch.float32)
     if len(priors) != dim or (priors <= 0).any():
         raise NnetError(f"{path}: need {dim} positive priors, got {len(priors)} values")
     return torch.log(priors / priors.sum())

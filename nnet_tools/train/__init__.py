@@ -1,1 +1,2 @@
-"""Training: one job, max-change, minibatches, the schedule, averaging, combination."""
+"""Training: one job, max-change, minibatches, the schedule (incl. shrink), the dropout schedule,
+averaging, combination."""

@@ -6,10 +6,18 @@ from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 
 
+def _structure(model):
+    """What must agree for models to be averaged: the config without dropout proportions (a
+    dropout schedule changes them between iterations; the result keeps the first model's) and
+    the stored tensors (e.g. only one has a presoftmax scale)."""
+    layers = [{k: v for k, v in layer.items() if k != "dropout-proportion"} for layer in model.config["layers"]]
+    return {**model.config, "layers": layers}, list(model.state_dict().keys())
+
+
 def check_same_structure(models, paths):
-    ref = models[0].config
+    ref = _structure(models[0])
     for model, path in zip(models[1:], paths[1:]):
-        if model.config != ref:
+        if _structure(model) != ref:
             raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
 
 

@@ -2,7 +2,9 @@
 
 The objective is the log-likelihood summed over frames, maximised by SGD (optionally with
 momentum) whose step is the learning rate times the (natural-)gradient, limited per component by
-max-change and globally by max-param-change, exactly as Kaldi's trainer does.
+max-change and globally by max-param-change, exactly as Kaldi's trainer does. Kaldi's further
+options: l2 regularization (each layer's l2-regularize times --l2-regularize-factor) and backstitch
+(--backstitch-training-scale/-interval); both are off by default and cost nothing then.
 """
 from dataclasses import dataclass
 
@@ -17,6 +19,7 @@ from nnet_tools.train.minibatch import MinibatchRule, buffered_order
 
 @dataclass
 class TrainOptions:
+    """nnet3-train's options. Defaults are Kaldi's and give plain (natural-gradient) SGD."""
     learning_rate: float
     frame: int = 0
     minibatch_size: str = "512"
@@ -25,6 +28,20 @@ class TrainOptions:
     shuffle_buffer_size: int = 5000
     srand: int = 0
     print_interval: int = 10
+    l2_regularize_factor: float = 1.0        # x each layer's l2-regularize; the driver passes 1/num_jobs
+    backstitch_training_scale: float = 0.0   # alpha; 0 = conventional SGD
+    backstitch_training_interval: int = 1    # backstitch every n-th minibatch
+
+    def check(self):
+        if not self.l2_regularize_factor >= 0:
+            raise NnetError(f"--l2-regularize-factor must be >= 0, got {self.l2_regularize_factor}")
+        if not self.backstitch_training_scale >= 0:
+            raise NnetError(f"--backstitch-training-scale must be >= 0, got {self.backstitch_training_scale}")
+        if self.backstitch_training_interval < 1:
+            raise NnetError(f"--backstitch-training-interval must be >= 1, got {self.backstitch_training_interval}")
+        if self.backstitch_training_scale > 0 and self.momentum != 0:
+            raise NnetError(f"backstitch training (--backstitch-training-scale {self.backstitch_training_scale}) "
+                            f"is incompatible with --momentum {self.momentum}; use --momentum 0")
 
 
 def minibatches(archive, opts, left, right, device):
@@ -45,8 +62,76 @@ def minibatches(archive, opts, left, right, device):
                labels.to(device, non_blocking=True))
 
 
+class _Objective:
+    """Kaldi's ObjectiveFunctionInfo for one output name: totals and the per-interval line."""
+
+    def __init__(self, name, print_interval):
+        self.name, self.print_interval = name, print_interval
+        self.tot_objf = self.tot_frames = self.interval_objf = self.interval_frames = 0.0
+
+    def add(self, mb, objf, frames):
+        self.tot_objf += objf
+        self.tot_frames += frames
+        self.interval_objf += objf
+        self.interval_frames += frames
+        if (mb + 1) % self.print_interval == 0 and self.interval_frames:
+            logger.info(f"Average objective function for '{self.name}' for minibatches {mb + 1 - self.print_interval}-{mb} "
+                        f"is {self.interval_objf / self.interval_frames:.6g} over {int(self.interval_frames)} frames.")
+            self.interval_objf = self.interval_frames = 0.0
+
+    def log_total(self):
+        average = self.tot_objf / self.tot_frames
+        logger.info(f"Overall average objective function for '{self.name}' is {average:.6g} over {int(self.tot_frames)} frames.")
+        logger.info(f"[this line is to be parsed by a script:] log-prob-per-frame={average:.6g}")
+        return average
+
+
+def _gradient_deltas(model, components, x, y, lr):
+    """Forward and backward on one minibatch: (objective, per-component lr-scaled deltas)."""
+    model.zero_grad(set_to_none=True)
+    objf = model(x).gather(1, y.unsqueeze(1)).sum()
+    (-objf).backward()
+    # delta = lr * d(objf)/d(param), per component and its learning-rate factor.
+    return objf, [[p.grad * (-lr * a.learning_rate_factor) for p in ps] for a, ps in components]
+
+
+@torch.no_grad()
+def _add_l2(components, deltas, l2_terms, scale):
+    """Kaldi's ApplyL2Regularization: delta_c += scale * coef_c * params_c, outside natural gradient."""
+    for c, coef in l2_terms:
+        for p, d in zip(components[c][1], deltas[c]):
+            d.add_(p, alpha=coef * scale)
+
+
+def _l2_terms(components, opts):
+    """(component index, -2 * factor * lr_c * l2_c) of every component with l2-regularize > 0;
+    the minibatch size multiplies it per minibatch."""
+    return [(c, -2.0 * opts.l2_regularize_factor * opts.learning_rate * a.learning_rate_factor * a.l2_regularize)
+            for c, (a, _) in enumerate(components) if a.l2_regularize > 0 and opts.l2_regularize_factor > 0]
+
+
+def _rng_state(device):
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if torch.device(device).type == "cuda" else None)
+
+
+def _set_rng_state(state, device):
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def _log_settings(opts, names, components, l2_terms, phase):
+    if l2_terms:
+        layers = ", ".join(f"{names[c]}={components[c][0].l2_regularize:g}" for c, _ in l2_terms)
+        logger.info(f"l2 regularization with l2-regularize-factor {opts.l2_regularize_factor:g} on: {layers}")
+    if opts.backstitch_training_scale > 0:
+        logger.info(f"Backstitch training with scale {opts.backstitch_training_scale:g} on the minibatches "
+                    f"whose index % {opts.backstitch_training_interval} == {phase}.")
+
+
 def train_one_job(model, archive, opts, device="cpu"):
     """Train ``model`` in place on one archive; returns (objective per frame, frames)."""
+    opts.check()
     left, right = model.left_context, model.right_context
     archive.check_model(model)
     torch.manual_seed(opts.srand)
@@ -54,43 +139,60 @@ def train_one_job(model, archive, opts, device="cpu"):
     model.reset_natural_gradient()
     components = [(a, [a.weight, a.bias]) for _, a in model.updatable()]
     names = [name for name, _ in model.updatable()]
+    l2_terms = _l2_terms(components, opts)
+    alpha, interval = opts.backstitch_training_scale, opts.backstitch_training_interval
+    # Kaldi draws the backstitch phase at random per job (srand_seed_ % interval); ours is seeded.
+    phase = int(np.random.default_rng([opts.srand, 1]).integers(0, 100000)) % interval
+    _log_settings(opts, names, components, l2_terms, phase)
     momentum_deltas = None
-    tot_objf = tot_frames = interval_objf = interval_frames = 0.0
+    output = _Objective("output", opts.print_interval)
+    backstitched = _Objective("output_backstitch", opts.print_interval)
     clipped = torch.zeros(len(components))
-    global_clipped = num_minibatches = 0
-    for mb, (x, y) in enumerate(minibatches(archive, opts, left, right, device)):
-        model.zero_grad(set_to_none=True)
-        objf = model(x).gather(1, y.unsqueeze(1)).sum()
-        (-objf).backward()
-        # delta = lr * d(objf)/d(param), per component and its learning-rate factor.
-        deltas = [[p.grad * (-opts.learning_rate * a.learning_rate_factor) for p in ps] for a, ps in components]
-        if opts.momentum:
-            if momentum_deltas is not None:
-                for ds, olds in zip(deltas, momentum_deltas):
-                    for d, old in zip(ds, olds):
-                        d.add_(old, alpha=opts.momentum)
-        result = max_change.apply_update(components, deltas, opts.max_param_change, scale=1.0 - opts.momentum)
+    global_clipped = num_updates = 0
+
+    def update(deltas, scale, max_change_scale=1.0):
+        nonlocal global_clipped, num_updates
+        result = max_change.apply_update(components, deltas, opts.max_param_change, scale, max_change_scale)
         if not result.applied:
             logger.warning("Infinite parameter change, will not apply.")
-        momentum_deltas = deltas if (opts.momentum and result.applied) else None
-        clipped += (result.factors < 1).float()
+        clipped.add_((result.factors < 1).float())
         global_clipped += result.global_factor < 1
-        num_minibatches += 1
-        objf, frames = objf.item(), y.shape[0]
-        tot_objf += objf
-        tot_frames += frames
-        interval_objf += objf
-        interval_frames += frames
-        if (mb + 1) % opts.print_interval == 0:
-            logger.info(f"Average objective function for 'output' for minibatches {mb + 1 - opts.print_interval}-{mb} "
-                        f"is {interval_objf / interval_frames:.6g} over {int(interval_frames)} frames.")
-            interval_objf = interval_frames = 0.0
-    if tot_frames == 0:
+        num_updates += 1
+        return result
+
+    for mb, (x, y) in enumerate(minibatches(archive, opts, left, right, device)):
+        frames = y.shape[0]
+        if alpha > 0 and mb % interval == phase:
+            # Backstitch: a step of -alpha (natural-gradient estimates frozen), then the gradient at
+            # that point applied with 1 + alpha; the same dropout masks in both passes.
+            rng = _rng_state(device)
+            model.freeze_natural_gradient(True)
+            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate)
+            model.freeze_natural_gradient(False)
+            update(deltas, -alpha, alpha)
+            _set_rng_state(rng, device)
+            objf2, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate)
+            _add_l2(components, deltas, l2_terms, frames / (1.0 + alpha))
+            update(deltas, 1.0 + alpha, 1.0 + alpha)
+            backstitched.add(mb, objf2.item(), frames)
+        else:
+            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate)
+            if opts.momentum:
+                if momentum_deltas is not None:
+                    for ds, olds in zip(deltas, momentum_deltas):
+                        for d, old in zip(ds, olds):
+                            d.add_(old, alpha=opts.momentum)
+            if l2_terms:
+                _add_l2(components, deltas, l2_terms, frames)
+            result = update(deltas, 1.0 - opts.momentum)
+            momentum_deltas = deltas if (opts.momentum and result.applied) else None
+        output.add(mb, objf.item(), frames)
+    if output.tot_frames == 0:
         raise NnetError(f"{archive.path}: no egs to train on at frame {opts.frame} (minibatch size {opts.minibatch_size})")
-    average = tot_objf / tot_frames
-    logger.info(f"Overall average objective function for 'output' is {average:.6g} over {int(tot_frames)} frames.")
-    logger.info(f"[this line is to be parsed by a script:] log-prob-per-frame={average:.6g}")
+    average = output.log_total()
+    if backstitched.tot_frames:
+        backstitched.log_total()
     for name, count in zip(names, clipped.tolist()):
-        logger.info(f"For {name}, per-component max-change was enforced {100.0 * count / num_minibatches:.2f} % of the time.")
-    logger.info(f"The global max-change was enforced {100.0 * global_clipped / num_minibatches:.2f} % of the time.")
-    return average, int(tot_frames)
+        logger.info(f"For {name}, per-component max-change was enforced {100.0 * count / num_updates:.2f} % of the time.")
+    logger.info(f"The global max-change was enforced {100.0 * global_clipped / num_updates:.2f} % of the time.")
+    return average, int(output.tot_frames)

@@ -1,8 +1,9 @@
 """Kaldi's UpdateNnetWithMaxChange (src/nnet3/nnet-utils.cc).
 
-Per updatable component c with max-change m_c: f_c = min(1, m_c / (|s| d_c)) where d_c is the
-Frobenius norm of its (already lr-scaled) delta. Globally D = |s| sqrt(sum f_c^2 d_c^2); if
-D > M the scale s shrinks by M / D, and a non-finite D skips the update altogether.
+Per updatable component c with max-change m_c: f_c = min(1, sigma m_c / (|s| d_c)) where d_c is
+the Frobenius norm of its (already lr-scaled) delta. Globally D = |s| sqrt(sum f_c^2 d_c^2); if
+D > sigma M the scale s shrinks by sigma M / D, and a non-finite D skips the update altogether.
+sigma (Kaldi's max_change_scale) is 1 except in backstitch, where it is alpha or 1 + alpha.
 """
 from dataclasses import dataclass
 
@@ -17,9 +18,12 @@ class MaxChangeResult:
     applied: bool           # False for a non-finite change
 
 
-def max_change_factors(norms, max_changes, max_param_change, scale=1.0):
+def max_change_factors(norms, max_changes, max_param_change, scale=1.0, max_change_scale=1.0):
     """norms: [C] tensor of d_c; max_changes: [C] tensor of m_c (0 = none)."""
     s = abs(scale)
+    if max_change_scale != 1.0:
+        max_changes = max_changes * max_change_scale
+        max_param_change = max_param_change * max_change_scale
     limited = (max_changes > 0) & (norms * s > max_changes)
     factors = torch.where(limited, max_changes / (norms * s).clamp_min(1e-30), torch.ones_like(norms))
     total = s * torch.sqrt(((factors * norms) ** 2).sum()).item()
@@ -30,7 +34,7 @@ def max_change_factors(norms, max_changes, max_param_change, scale=1.0):
 
 
 @torch.no_grad()
-def apply_update(components, deltas, max_param_change, scale=1.0):
+def apply_update(components, deltas, max_param_change, scale=1.0, max_change_scale=1.0):
     """Add f_c * s * delta_c to each component's parameters.
 
     components: list of (module with .max_change, [params]); deltas: matching list of [tensors].
@@ -38,7 +42,7 @@ def apply_update(components, deltas, max_param_change, scale=1.0):
     norms = torch.stack([torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(d) for d in ds]))
                          for ds in deltas]).double()
     limits = torch.tensor([float(m.max_change) for m, _ in components], dtype=torch.float64)
-    result = max_change_factors(norms.cpu(), limits, max_param_change, scale)
+    result = max_change_factors(norms.cpu(), limits, max_param_change, scale, max_change_scale)
     if result.applied:
         for (_, params), ds, f in zip(components, deltas, result.factors.tolist()):
             for p, d in zip(params, ds):

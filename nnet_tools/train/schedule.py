@@ -1,6 +1,8 @@
 """The outer-loop arithmetic of Kaldi's nnet3 driver (steps/libs/nnet3/train/common.py)."""
 import math
 
+from nnet_tools.errors import NnetError
+
 
 def num_iters(num_epochs, num_archives, frames_per_eg, jobs_initial, jobs_final):
     """(num_iters, num_archives_to_process); each label position of an archive is a 'virtual archive'."""
@@ -20,6 +22,16 @@ def effective_learning_rate(it, iters, archives_processed, archives_to_process, 
     if it + 1 >= iters:
         return final
     return initial * math.exp(archives_processed / archives_to_process * math.log(final / initial))
+
+
+def shrink_factor(proportional_shrink, lr):
+    """--trainer.optimization.proportional-shrink: the scale 1 - p * lr (lr = the jobs' actual
+    learning rate) applied to every parameter at the start of each iteration's jobs
+    (nnet-train-one-job --scale, Kaldi's nnet3-copy --scale). Kaldi stops if it is <= 0.5."""
+    shrink = 1.0 - proportional_shrink * lr
+    if shrink <= 0.5:
+        raise NnetError(f"proportional-shrink={proportional_shrink} is too large, it gives shrink-value={shrink}")
+    return shrink
 
 
 def archive_and_frame(archives_processed, job, num_archives, frames_per_eg):

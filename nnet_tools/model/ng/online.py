@@ -78,6 +78,7 @@ class OnlineNaturalGradient:
         self.alpha = float(alpha)
         self.epsilon = float(epsilon)
         self.delta = float(delta)
+        self.frozen = False  # Kaldi's Freeze(): apply the estimate but do not update it (backstitch step 1)
         self.reset()
 
     def reset(self):
@@ -101,7 +102,10 @@ class OnlineNaturalGradient:
 
     def updating(self):
         """Whether the next call updates the estimate (Kaldi's Updating()): every call for the
-        first 10, then every update_period-th; the others only apply it."""
+        first 10, then every update_period-th; the others only apply it. Never while frozen
+        (t still counts the call, as in Kaldi)."""
+        if self.frozen:
+            return False
         t = self.t
         return t <= _NUM_INITIAL_UPDATES or (t - _NUM_INITIAL_UPDATES) % self.update_period == 0
 

@@ -23,6 +23,7 @@ class SimpleNaturalGradient:
         if not alpha > 0.0:
             raise ValueError(f"alpha must be > 0, got {alpha}")
         self.alpha = float(alpha)
+        self.frozen = False  # nothing to freeze: kept for interface parity with the online one
 
     def reset(self):
         """Nothing to forget: the estimate is rebuilt from every minibatch."""

@@ -1,0 +1,31 @@
+"""Kaldi's presoftmax prior scale (steps/libs/nnet3/train/common.py, compute_presoftmax_prior_scale):
+a fixed per-class scale on the output layer's pre-softmax activations that damps frequent
+classes, scale_i proportional to (count_i + 0.01 mean_count)^power with power -0.25, rescaled to
+mean 1. The model applies it as log_softmax(scale * z) (Nnet.set_presoftmax_scale).
+"""
+import numpy as np
+
+from nnet_tools.data import tables
+from nnet_tools.errors import NnetError
+
+
+def prior_scale(counts, power=-0.25, smooth=0.01):
+    """Per-class counts -> the scale vector (Kaldi's smooth_presoftmax_prior_scale_vector)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 1 or len(counts) == 0 or not np.isfinite(counts).all() or (counts < 0).any():
+        raise NnetError("presoftmax prior scale: counts must be a non-empty vector of non-negative numbers")
+    if counts.sum() <= 0:
+        raise NnetError("presoftmax prior scale: all class counts are zero")
+    scales = (counts + smooth * counts.mean()) ** power
+    return scales * len(counts) / scales.sum()
+
+
+def pdf_counts(targets_rspecifier, num_pdfs):
+    """Frames per class id over a targets table (Kaldi's acc_pdf + sum_pdf_counts stage)."""
+    counts = np.zeros(num_pdfs, dtype=np.float64)
+    for key, ids in tables.read_int_vectors(targets_rspecifier):
+        ids = ids[ids >= 0]
+        if len(ids) and ids.max() >= num_pdfs:
+            raise NnetError(f"{targets_rspecifier}: utt {key!r}: class id {int(ids.max())} >= num-pdfs {num_pdfs}")
+        counts += np.bincount(ids, minlength=num_pdfs)
+    return counts
