@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -335,3 +336,31 @@ def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchn
     r = run("nnet-outer-step", *args[:-1], tmp_path / "s2", "--state-in", tmp_path / "nope", start_path,
             tmp_path / "avg.mdl", tmp_path / "out2.mdl")
     assert r.returncode == 1 and "nope: no such outer-optimizer state file" in r.stderr
+
+
+def test_job_command_carries_kaldis_training_options():
+    opts = options.TrainerOptions(backstitch_scale=0.3, backstitch_interval=4, proportional_shrink=20.0,
+                                  dropout_schedule="0,0@0.20,0.5@0.50,0", add_options=["--print-interval=5"])
+    argv = outer.job_command(opts, 5, 4, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl", data_fraction=0.35)
+    assert "--l2-regularize-factor=0.25" in argv  # Kaldi: 1 / num_jobs
+    assert "--backstitch-training-scale=0.3" in argv and "--backstitch-training-interval=4" in argv
+    assert "--scale=0.92" in argv  # 1 - 20 x (0.001 x 4 jobs)
+    assert "--edits=set-dropout-proportion name=* proportion=0.25" in argv  # halfway from 0@0.2 to 0.5@0.5
+    assert argv[-4:] == ["--print-interval=5", "5.mdl", "egs", "6.JOB.mdl"]
+    plain = outer.job_command(options.TrainerOptions(), 5, 1, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl")
+    assert not any(a.startswith(("--scale", "--edits", "--backstitch")) for a in plain)
+    with pytest.raises(NnetError, match="proportional-shrink=200.0 is too large"):
+        outer.job_command(options.TrainerOptions(proportional_shrink=200.0), 5, 4, 0.001, 10, "a", "b", "c")
+
+
+def test_presoftmax_prior_scale_is_computed_from_the_egs_at_init(tmp_path):
+    from nnet_tools.data import vectors
+    from nnet_tools.model import presoftmax
+    write_egs_dir(tmp_path / "egs")
+    loop, rec = drive(tmp_path, tmp_path / "egs", lambda it, j: -1.0, presoftmax_prior_scale_power=-0.25,
+                      jobs_initial=2, jobs_final=2)
+    vec = tmp_path / "exp" / "presoftmax_prior_scale.vec"
+    assert rec.command("init_model.log")[:3] == ["nnet-init", "--srand=0", f"--presoftmax-prior-scale={vec}"]
+    labels = [egs.EgsArchive(tmp_path / "egs" / f"egs.{k}.ark").labels for k in range(1, 5)]
+    counts = sum(np.bincount(l.ravel(), minlength=4) for l in labels)
+    assert vectors.read_vector(str(vec), "v") == pytest.approx(presoftmax.prior_scale(counts, -0.25), rel=1e-6)

@@ -5,7 +5,7 @@ mean 1. The model applies it as log_softmax(scale * z) (Nnet.set_presoftmax_scal
 """
 import numpy as np
 
-from nnet_tools.data import tables
+from nnet_tools.data import egs, tables
 from nnet_tools.errors import NnetError
 
 
@@ -28,4 +28,14 @@ def pdf_counts(targets_rspecifier, num_pdfs):
         if len(ids) and ids.max() >= num_pdfs:
             raise NnetError(f"{targets_rspecifier}: utt {key!r}: class id {int(ids.max())} >= num-pdfs {num_pdfs}")
         counts += np.bincount(ids, minlength=num_pdfs)
+    return counts
+
+
+def egs_counts(egs_dir):
+    """Frames per class over an egs dir's training archives (what the jobs will see)."""
+    classes = egs.read_info(egs_dir, "output_dim")
+    counts = np.zeros(classes, dtype=np.float64)
+    for k in range(1, egs.read_info(egs_dir, "num_archives") + 1):
+        labels = egs.EgsArchive(f"{egs_dir}/egs.{k}.ark").labels
+        counts += np.bincount(labels[labels >= 0].ravel(), minlength=classes)[:classes]
     return counts

@@ -44,6 +44,9 @@ class TrainerOptions:
                                       "scale the model by 1 - P x lr before each iteration (approximates l2)")
     backstitch_scale: float = _opt("--trainer.optimization.backstitch-training-scale", 0.0)
     backstitch_interval: int = _opt("--trainer.optimization.backstitch-training-interval", 1)
+    presoftmax_prior_scale_power: float = _opt("--trainer.presoftmax-prior-scale-power", 0.0,
+                                               "scale the output's pre-softmax activations by (class count)^power, "
+                                               "counts from the egs (Kaldi's acoustic default: -0.25); 0 = off")
     max_retries: int = _opt("--trainer.max-retries", 2, "times a failed job is run again before the iteration "
                             "goes on without it")
     min_success_fraction: float = _opt("--trainer.min-success-fraction", 0.5, "the least fraction of an iteration's "

@@ -15,12 +15,13 @@ import shlex
 import sys
 import time
 
+from nnet_tools.data import vectors
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import write_text
 from nnet_tools.report import logparse, summary
-from nnet_tools.model import model_io
-from nnet_tools.train import manifest, schedule
+from nnet_tools.model import model_io, presoftmax
+from nnet_tools.train import dropout_schedule, manifest, schedule
 from nnet_tools.train.exp_lock import ExpLock
 from nnet_tools.train.launcher import LaunchFailed, Launcher
 from nnet_tools.train.minibatch import halve
@@ -46,15 +47,25 @@ def iteration_settings(opts, it):
     return opts.minibatch_size, opts.max_param_change
 
 
-def job_command(opts, it, jobs, lrate, processed, model_in, egs_dir, model_out, job="JOB", srand_offset=0):
+def job_command(opts, it, jobs, lrate, processed, model_in, egs_dir, model_out, job="JOB", srand_offset=0,
+                data_fraction=0.0):
     """nnet-train-one-job's command line for one iteration; ``lrate`` is the effective rate,
-    multiplied by the number of jobs as Kaldi does."""
+    multiplied by the number of jobs as Kaldi does, which also passes l2-regularize-factor 1/jobs;
+    ``data_fraction`` (archives processed / to process) places the dropout schedule."""
     minibatch, max_param_change = iteration_settings(opts, it)
+    extra = [f"--l2-regularize-factor={1.0 / jobs:.8g}"]
+    if opts.backstitch_scale:
+        extra += [f"--backstitch-training-scale={opts.backstitch_scale}",
+                  f"--backstitch-training-interval={opts.backstitch_interval}"]
+    if opts.proportional_shrink:
+        extra.append(f"--scale={schedule.shrink_factor(opts.proportional_shrink, lrate * jobs):.8g}")
+    if opts.dropout_schedule:
+        extra.append(f"--edits={dropout_schedule.edits(dropout_schedule.parse(opts.dropout_schedule), data_fraction)}")
     return ["nnet-train-one-job", f"--learning-rate={lrate * jobs:.8g}", f"--minibatch-size={minibatch}",
             f"--max-param-change={max_param_change:.8g}", f"--momentum={opts.momentum}",
             f"--shuffle-buffer-size={opts.shuffle_buffer_size}", f"--srand={it + opts.srand + srand_offset}",
             f"--num-threads={opts.num_threads}", f"--use-gpu={opts.use_gpu}",
-            f"--job={job}", f"--archives-processed={processed}",
+            f"--job={job}", f"--archives-processed={processed}", *extra,
             *(opts.add_options or []), model_in, egs_dir, model_out]
 
 
@@ -80,6 +91,8 @@ class OuterLoop:
         if opts.jobs_final > self.num_archives:
             raise NnetError(f"num-jobs-final {opts.jobs_final} > number of archives {self.num_archives} in {egs_dir}")
         os.makedirs(os.path.join(dir, "log"), exist_ok=True)
+        if opts.dropout_schedule:
+            dropout_schedule.parse(opts.dropout_schedule, where="--trainer.dropout-schedule")
         self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
         self.plan = schedule.plan(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
                                   opts.jobs_final, opts.initial_lrate, opts.final_lrate, opts.jobs_step)
@@ -195,7 +208,13 @@ class OuterLoop:
         if input_model:
             self.launcher.run("init_model.log", ["nnet-average-models", input_model, self.mdl(0)])
         elif config:
-            self.launcher.run("init_model.log", ["nnet-init", f"--srand={self.opts.srand}", config, self.mdl(0)])
+            scale = []
+            if self.opts.presoftmax_prior_scale_power:
+                vec = self.path("presoftmax_prior_scale.vec")
+                vectors.write_vector(vec, presoftmax.prior_scale(presoftmax.egs_counts(self.egs_dir),
+                                                                 self.opts.presoftmax_prior_scale_power))
+                scale = [f"--presoftmax-prior-scale={vec}"]
+            self.launcher.run("init_model.log", ["nnet-init", f"--srand={self.opts.srand}", *scale, config, self.mdl(0)])
         else:
             raise NnetError("stage -1 needs --config or --trainer.input-model")
 
@@ -237,7 +256,8 @@ class OuterLoop:
         succeeded, when they are enough to go on with."""
         def command(job, srand_offset=0):
             return job_command(self.opts, it, jobs, lrate, processed, self.mdl(it), self.egs_dir,
-                               self.path(f"{it + 1}.{job}.mdl"), job=job, srand_offset=srand_offset)
+                               self.path(f"{it + 1}.{job}.mdl"), job=job, srand_offset=srand_offset,
+                               data_fraction=processed / self.to_process)
         try:
             self.launcher.run(f"train.{it}.JOB.log", command("JOB"), jobs=jobs, launcher_opts=job_launcher_opts(self.opts))
             return list(range(1, jobs + 1))
