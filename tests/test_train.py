@@ -87,3 +87,25 @@ def test_egs_must_match_the_model(tmp_path):
     write_egs_dir(tmp_path, num_archives=1, egs_per_archive=10, left=0)
     with pytest.raises(NnetError, match="context"):
         train_one_job(model(), egs.EgsArchive(tmp_path / "egs.1.ark"), TrainOptions(learning_rate=1e-3))
+
+
+def test_non_finite_objective_fails_the_job_naming_the_minibatch(tmp_path):
+    # One NaN feature value: with natural gradient on, it would reach the Fisher
+    # eigendecomposition too; the job names the objective, which went wrong first.
+    src = write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=300)
+    a = egs.EgsArchive(src / "egs.1.ark")
+    inputs = np.array(a.inputs)
+    inputs[150, 1, 2] = np.nan
+    egs.write_archive(tmp_path / "nan.ark", inputs, np.array(a.labels), a.keys(), 1, 1)
+    for ng in (True, False):
+        with pytest.raises(NnetError, match=r"nan.ark: minibatch \d+: objective function is nan \(non-finite\)"):
+            train_one_job(model(ng), egs.EgsArchive(tmp_path / "nan.ark"),
+                          TrainOptions(learning_rate=0.01, minibatch_size="64", shuffle_buffer_size=0))
+
+
+def test_non_finite_parameters_fail_the_job(egs_dir):
+    # Batch-norm statistics do not enter the training objective: only the final check sees them.
+    net = model()
+    net.state_dict()["layers.0.post.1.running_mean"].fill_(float("inf"))
+    with pytest.raises(NnetError, match="parameters became non-finite .* in layers.0.post.1.running_mean"):
+        train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"), TrainOptions(learning_rate=0.01, minibatch_size="64"))

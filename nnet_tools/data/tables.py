@@ -203,6 +203,8 @@ def _to_float_matrix(value, where):
     array = np.asarray(value)
     if array.ndim != 2:
         raise NnetError(f"{where}: expected a 2-D matrix, got shape {array.shape}")
+    if array.size == 0:
+        array = np.zeros((0, 0), np.float32)   # Kaldi's only empty matrix
     return _kni._FloatMatrix(np.ascontiguousarray(array, dtype=np.float32))
 
 

@@ -78,6 +78,13 @@ def _layer_parts(kind, where):
     return ["affine"] + [p for p in parts if p != "affine"]
 
 
+def _number(layer, key, default, where):
+    value = layer.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        raise NnetError(f"{where}: {key} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
 def normalize(raw, where="<config>"):
     """Check a config dict and fill in every default, so a model file holds the whole truth."""
     if not isinstance(raw, dict):
@@ -118,13 +125,16 @@ def normalize(raw, where="<config>"):
         if ng not in (True, False, "simple"):
             raise NnetError(f"{lw} ({name}): natural-gradient must be true, false or simple")
         out = {"name": name, "parts": parts, "dim": dim,
-               "max-change": float(layer.get("max-change", 1.5 if is_output else 0.75)),
-               "learning-rate-factor": float(layer.get("learning-rate-factor", 1.0)),
+               "max-change": _number(layer, "max-change", 1.5 if is_output else 0.75, f"{lw} ({name})"),
+               "learning-rate-factor": _number(layer, "learning-rate-factor", 1.0, f"{lw} ({name})"),
                "param-stddev": layer.get("param-stddev", 0.0 if is_output else None),
-               "bias-stddev": float(layer.get("bias-stddev", 0.0 if is_output else 1.0)),
+               "bias-stddev": _number(layer, "bias-stddev", 0.0 if is_output else 1.0, f"{lw} ({name})"),
                "natural-gradient": ng}
         if "dropout" in parts:
-            out["dropout-proportion"] = float(layer.get("dropout-proportion", 0.5))
+            proportion = layer.get("dropout-proportion", 0.5)
+            if isinstance(proportion, bool) or not isinstance(proportion, (int, float)) or not 0 <= proportion < 1:
+                raise NnetError(f"{lw} ({name}): dropout-proportion must be a number in [0, 1), got {proportion!r}")
+            out["dropout-proportion"] = float(proportion)
         for key in NG_KEYS:
             if key in layer:
                 out[key] = layer[key]

@@ -1,10 +1,10 @@
 """Reading the numbers back out of Kaldi-shaped logs (driver job selection, reports)."""
+import math
 import re
 
 OBJF_RE = re.compile(r"Overall average objective function for 'output' is (\S+(?: \+ \S+ = \S+)?) over (\d+) frames")
 PROB_RE = re.compile(r"Overall (log-likelihood|accuracy) for 'output' is (\S+) per frame")
 TIME_RE = re.compile(r"^# Accounting: time=(\d+(?:\.\d+)?)", re.M)
-MISSING_OBJF = -100000.0  # Kaldi's value for a job whose log has no objective line
 
 
 def _read(path):
@@ -16,11 +16,16 @@ def _read(path):
 
 
 def train_objective(path):
-    """The last 'Overall average objective function' of a train log ('a + b = c' -> c)."""
+    """The last 'Overall average objective function' of a train log ('a + b = c' -> c).
+
+    None when the log is missing, has no such line (the job died first) or the value is not
+    finite: the job failed, and must not be counted, or chosen, as if it had an objective
+    (Kaldi scores it -100000, which let a missing log pass silently)."""
     found = OBJF_RE.findall(_read(path))
     if not found:
-        return MISSING_OBJF
-    return float(found[-1][0].split("=")[-1])
+        return None
+    value = float(found[-1][0].split("=")[-1])
+    return value if math.isfinite(value) else None
 
 
 def compute_prob(path):

@@ -4,6 +4,7 @@ The objective is the log-likelihood summed over frames, maximised by SGD (option
 momentum) whose step is the learning rate times the (natural-)gradient, limited per component by
 max-change and globally by max-param-change, exactly as Kaldi's trainer does.
 """
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,14 @@ def minibatches(archive, opts, left, right, device):
                labels.to(device, non_blocking=True))
 
 
+def _check_finite(objf, archive, mb):
+    """A NaN or infinite objective fails the job: its model would poison the average."""
+    if not math.isfinite(objf):
+        raise NnetError(f"{archive.path}: minibatch {mb}: objective function is {objf} (non-finite): "
+                        f"training diverged (learning rate too high?) or the egs hold NaN/inf; "
+                        f"not writing a model")
+
+
 def train_one_job(model, archive, opts, device="cpu"):
     """Train ``model`` in place on one archive; returns (objective per frame, frames)."""
     left, right = model.left_context, model.right_context
@@ -61,7 +70,11 @@ def train_one_job(model, archive, opts, device="cpu"):
     for mb, (x, y) in enumerate(minibatches(archive, opts, left, right, device)):
         model.zero_grad(set_to_none=True)
         objf = model(x).gather(1, y.unsqueeze(1)).sum()
-        (-objf).backward()
+        try:
+            (-objf).backward()
+        except NnetError as e:   # natural gradient on non-finite values; say which came first
+            _check_finite(objf.item(), archive, mb)
+            raise NnetError(f"{archive.path}: minibatch {mb}: {e}") from None
         # delta = lr * d(objf)/d(param), per component and its learning-rate factor.
         deltas = [[p.grad * (-opts.learning_rate * a.learning_rate_factor) for p in ps] for a, ps in components]
         if opts.momentum:
@@ -77,6 +90,7 @@ def train_one_job(model, archive, opts, device="cpu"):
         global_clipped += result.global_factor < 1
         num_minibatches += 1
         objf, frames = objf.item(), y.shape[0]
+        _check_finite(objf, archive, mb)
         tot_objf += objf
         tot_frames += frames
         interval_objf += objf
@@ -88,6 +102,10 @@ def train_one_job(model, archive, opts, device="cpu"):
     if tot_frames == 0:
         raise NnetError(f"{archive.path}: no egs to train on at frame {opts.frame} (minibatch size {opts.minibatch_size})")
     average = tot_objf / tot_frames
+    bad = model.nonfinite()
+    if bad:
+        raise NnetError(f"{archive.path}: parameters became non-finite (NaN or inf) in {', '.join(bad)}: "
+                        f"training diverged; not writing a model")
     logger.info(f"Overall average objective function for 'output' is {average:.6g} over {int(tot_frames)} frames.")
     logger.info(f"[this line is to be parsed by a script:] log-prob-per-frame={average:.6g}")
     for name, count in zip(names, clipped.tolist()):
