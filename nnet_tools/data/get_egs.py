@@ -130,7 +130,7 @@ class Spools:
             if buffer:
                 with writing(path), open(path, "ab") as f:
                     for records in buffer:
-                        records.tofile(f)
+                        f.write(np.ascontiguousarray(records).data)   # tofile() loses a short write's error
                 buffer.clear()
         self._buffered = 0
 
