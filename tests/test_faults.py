@@ -8,36 +8,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
-from conftest import SMALL_CONFIG, error_line, run, write_egs_dir
+from conftest import SMALL_CONFIG, error_line, gone, nan_archive, run, wait_for, write_egs_dir
 from nnet_tools import fileio
 from nnet_tools.data import egs, tables
 from nnet_tools.queue import tasklog
 from nnet_tools.report import logparse
-
-
-def wait_for(condition, seconds=60):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A killed child of ours that nobody reaped yet is a zombie: dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def temps(directory):
@@ -85,10 +64,7 @@ def test_nan_features_are_one_error_line_or_skipped_and_counted(tmp_path):
 def nan_egs(tmp_path):
     """An egs dir whose one archive holds a NaN, and a small natural-gradient model for it."""
     d = write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=300)
-    a = egs.EgsArchive(d / "egs.1.ark")
-    inputs = np.array(a.inputs)
-    inputs[100, 1, 3] = np.nan
-    egs.write_archive(d / "egs.1.ark", inputs, np.array(a.labels), a.keys(), 1, 1)
+    nan_archive(d, d / "egs.1.ark")
     (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
     run("nnet-init", tmp_path / "m.yaml", tmp_path / "0.mdl", check=True)
     return d
@@ -213,10 +189,10 @@ def test_kill_9_of_nnet_queue_leaves_no_task_running(tmp_path):
     files = [tmp_path / f"{kind}.{t}" for kind in ("pid", "child") for t in (1, 2)]
     wait_for(lambda: all(f.exists() and f.read_text().strip() for f in files))
     pids = [int(f.read_text()) for f in files]
-    assert all(alive(p) for p in pids)
+    assert all(not gone(p) for p in pids)
     proc.kill()                                                    # kill -9: no handler runs
     proc.wait()
-    wait_for(lambda: not any(alive(p) for p in pids), seconds=30)
+    wait_for(lambda: all(gone(p) for p in pids), seconds=30)
     # Nothing writes into the logs any more; a new run of the same command owns them alone.
     r = subprocess.run(["nnet-queue", "local", "JOB=1:2", "log/s.JOB.log", "echo", "new", "JOB"], cwd=tmp_path,
                        capture_output=True, text=True)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, write_egs_dir
+from conftest import SMALL_CONFIG, nan_archive, write_egs_dir
 from nnet_tools.model import config
 from nnet_tools.report import diagnostics
 from nnet_tools.data import egs
@@ -92,11 +92,7 @@ def test_egs_must_match_the_model(tmp_path):
 def test_non_finite_objective_fails_the_job_naming_the_minibatch(tmp_path):
     # One NaN feature value: with natural gradient on, it would reach the Fisher
     # eigendecomposition too; the job names the objective, which went wrong first.
-    src = write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=300)
-    a = egs.EgsArchive(src / "egs.1.ark")
-    inputs = np.array(a.inputs)
-    inputs[150, 1, 2] = np.nan
-    egs.write_archive(tmp_path / "nan.ark", inputs, np.array(a.labels), a.keys(), 1, 1)
+    nan_archive(write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=300), tmp_path / "nan.ark", 150)
     for ng in (True, False):
         with pytest.raises(NnetError, match=r"nan.ark: minibatch \d+: objective function is nan \(non-finite\)"):
             train_one_job(model(ng), egs.EgsArchive(tmp_path / "nan.ark"),
