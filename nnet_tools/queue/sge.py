@@ -58,7 +58,7 @@ def parse_found(text, tag):
         key, _, value = line.partition(":")
         if key.strip() == "job_number":
             job = value.strip()
-        elif key.strip() == "context" and f"{TAG_VARIABLE}={tag}" in value.split(",") and job not in ids:
+        elif key.strip() == "context" and f"{TAG_VARIABLE}={tag}" in [v.strip() for v in value.split(",")] and job not in ids:
             ids.append(job)
     return ids
 

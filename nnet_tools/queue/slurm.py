@@ -115,5 +115,5 @@ class SlurmBackend(EngineBackend):
         return ["scancel", f"{job}_{task}"]
 
     def find_jobs(self, name, tag):
-        return parse_found(run_command(["squeue", "--noheader", f"--name={name}", "--format=%F|%k"],
+        return parse_found(run_command(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%F|%k"],
                                        "squeue"), tag)
