@@ -458,3 +458,77 @@ def test_digits_recipe_trains_through_the_engine(engine, tmp_path):
     iterations = sorted(int(p.name.split(".")[1]) for p in (log / "q").glob("train.*.sh"))
     assert iterations == list(range(len(re.findall(r"^Iter: ", r.stdout, re.M))))
     assert f"task=${{{BACKENDS[engine].task_variable}}}" in (log / "q/train.0.sh").read_text()
+
+
+def test_found_jobs_are_read_right():
+    assert slurm.parse_found("71|nnet-queue:9-1\n72|(null)\n71|nnet-queue:9-1\n73|nnet-queue:9-10\n", "9-1") == ["71"]
+    text = ("job_number:                 14\ncontext:                    a=b, nnet_queue=9-1\n"
+            "job_number:                 15\ncontext:                    nnet_queue=9-10\n")
+    assert sge.parse_found(text, "9-1") == ["14"]
+
+
+def test_wrapper_fails_clearly_without_gpus_to_take(tmp_path, monkeypatch):
+    # Grid Engine names no device: no nvidia-smi, or every GPU held by other tasks, is a
+    # failed task saying why, never a silent run on the CPU.
+    monkeypatch.chdir(tmp_path)
+    args = ["--gpu", "1", "log/g.log", "echo", "ran on $CUDA_VISIBLE_DEVICES"]
+    r, _ = run_wrapper(tmp_path, args, task=1, environ={"PATH": "/usr/bin:/bin"})
+    _, body, code, _, _ = read_log(tmp_path / "log/g.log")
+    assert r.returncode == 1 and code == 1 and "ran on" not in body
+    assert re.fullmatch(r"nnet-queue: --gpu 1: the engine named no GPU and there is no nvidia-smi on \S+ "
+                        r"to find one\n", body)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/nvidia-smi").write_text("#!/bin/sh\nprintf '7\\n'\n")
+    (tmp_path / "bin/nvidia-smi").chmod(stat.S_IRWXU)
+    held = subprocess.Popen(["flock", "/tmp/nnet-queue.gpu7.lock", "sleep", "30"])
+    try:
+        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu7.lock", "true"]).returncode != 0)
+        run_wrapper(tmp_path, args, task=1, environ={"PATH": f"{tmp_path}/bin:/usr/bin:/bin"})
+        _, body, code, _, _ = read_log(tmp_path / "log/g.log")
+        assert code == 1 and re.fullmatch(r"nnet-queue: --gpu 1: only 0 GPU\(s\) of \S+ free \(the others are held "
+                                          r"by nnet-queue tasks: /tmp/nnet-queue.gpu\*.lock\)\n", body), body
+    finally:
+        held.kill()
+        held.wait()
+
+
+def test_a_stray_task_never_writes_into_a_newer_runs_log(tmp_path, monkeypatch):
+    # An old run's task still running when the same command is run again (its launcher was
+    # killed): the new run replaces the log; the old task's output and footer go elsewhere.
+    monkeypatch.chdir(tmp_path)
+    spec = parse_args(["log/a.log", "touch", "started", ";", "while", "[", "!", "-e", "go", "]", ";", "do", "sleep",
+                       "0.05", ";", "done", ";", "echo", "old", "output"])
+    files = wrapper.Files.for_spec(spec, token=3)
+    os.makedirs(files.qdir)
+    (tmp_path / "w.sh").write_text(wrapper.script_text(spec, files, "SLURM_ARRAY_TASK_ID", [1]))
+    old = subprocess.Popen(["bash", "w.sh"], env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "1"})
+    wait_for(lambda: (tmp_path / "started").exists())
+    from nnet_tools.queue import tasklog
+    tasklog.write_header("log/a.log", "the new run")
+    (tmp_path / "go").touch()
+    assert old.wait(timeout=60) == 1
+    text = (tmp_path / "log/a.log").read_text()
+    assert text.startswith("# the new run\n# Started at ") and "old output" not in text and "# Ended" not in text
+    assert files.finished() == set()
+
+
+def test_a_task_the_engine_forgot_is_rechecked_before_it_counts_as_failed(tmp_path, monkeypatch):
+    # The engine says a task ended well but its footer is not visible here (NFS attribute
+    # caching): no verdict until the grace period is over. A failure the engine recorded
+    # counts at once, with the engine's code.
+    monkeypatch.chdir(tmp_path)
+    spec = parse_args(["--lost-grace", "30", "JOB=1:3", "log/l.JOB.log", "true"])
+    backend = slurm.SlurmBackend(spec)
+    backend.files, backend.submitted = wrapper.Files.for_spec(spec, token=backend.tag), 0
+    os.makedirs(backend.files.qdir)
+    record = {1: slurm.TaskState(False, 0, None, "state COMPLETED"), 2: slurm.TaskState(False, 137, None, "state FAILED")}
+    monkeypatch.setattr(backend, "exit_status", lambda job, task, state: (record[task].code, record[task].what))
+    assert backend._lost("5", 1, record[1], grace_over=False) is None and not (tmp_path / "log/l.1.log").exists()
+    (tmp_path / "log/l.3.log").write_text("# true\n# Started at x\n#\n# Accounting: time=0 threads=1\n"
+                                          "# Ended (code 0) at x, elapsed time 0 seconds\n")
+    assert backend._lost("5", 3, None, grace_over=False) == 0              # the footer turned up
+    assert backend._lost("5", 2, record[2], grace_over=False) == 137
+    assert backend._lost("5", 1, record[1], grace_over=True) == 1
+    text = (tmp_path / "log/l.1.log").read_text()
+    assert "task 5.1 ended (state COMPLETED; no '# Ended' footer after 30 s (--lost-grace))" in text
+    assert read_log(tmp_path / "log/l.1.log")[2] == 1 and read_log(tmp_path / "log/l.2.log")[2] == 137

@@ -104,6 +104,12 @@ class EngineBackend(Backend):
     task_variable = None    # the variable holding the array task number inside a task
     ping = None             # a cheap command that succeeds only if the controller answers
 
+    def __init__(self, spec, prog="nnet-queue"):
+        super().__init__(spec, prog)
+        # Unique to this call: tells its markers from an earlier call's, and finds its job in
+        # the queue when the submit command's answer (the job id) was lost.
+        self.tag = f"{os.getpid()}-{time.time_ns() // 1_000_000}"
+
     @classmethod
     def unreachable(cls):
         """Why jobs cannot be submitted to this engine from here, or None (tests, benchmarks)."""
@@ -150,9 +156,6 @@ class EngineBackend(Backend):
         if not shutil.which(command[0]):
             raise NnetError(f"{self.name}: '{command[0]}' not found on PATH: is this a {self.title} "
                             f"submit host? (submit command from {queue_config.source})")
-        # Unique to this call: tells its markers from an earlier call's, and finds its job in
-        # the queue when the submit command's answer (the job id) was lost.
-        self.tag = f"{os.getpid()}-{time.time_ns() // 1_000_000}"
         self.files = wrapper.Files.for_spec(spec, token=self.tag)
         for task in tasks:   # a task that never starts must not leave an old run's log behind
             log = spec.log_for(task)
