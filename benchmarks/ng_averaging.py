@@ -64,7 +64,8 @@ def train(egs_dir, exp, cfg, jobs, method, args):
     """One driver run; returns (curve [(samples, test loglik, test acc)], wall seconds)."""
     opts = options.TrainerOptions(num_epochs=args.epochs, jobs_initial=jobs, jobs_final=jobs,
                                   initial_lrate=args.initial_lrate, final_lrate=args.final_lrate,
-                                  minibatch_size=args.minibatch, cleanup=False, outer_method=method)
+                                  minibatch_size=args.minibatch, cleanup=False, outer_method=method,
+                                  outer_momentum=args.outer_momentum, outer_learning_rate=args.outer_learning_rate)
     loop = outer.OuterLoop(opts, egs_dir, exp, InProcessLauncher(os.path.join(exp, "log")), name="P4")
     started = time.time()
     with open(os.path.join(exp, "driver.log"), "w") as out, contextlib.redirect_stdout(out):
@@ -143,6 +144,8 @@ def main():
     p.add_argument("--initial-lrate", type=float, default=0.003)
     p.add_argument("--final-lrate", type=float, default=0.0003)
     p.add_argument("--minibatch", default="64")
+    p.add_argument("--outer-momentum", type=float, default=None, help="bmuf/nesterov momentum (default: theirs)")
+    p.add_argument("--outer-learning-rate", type=float, default=None, help="bmuf/nesterov block learning rate")
     p.add_argument("--fashion-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--fashion-train", type=int, default=60000, help="training images used (of 60000)")
     args = p.parse_args()

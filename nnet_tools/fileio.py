@@ -1,7 +1,108 @@
-"""Atomic file writing: a reader never sees a half-written file, a failed writer leaves none."""
+"""Atomic file writing: a reader never sees a half-written file, a failed writer leaves none.
+
+Temp files live beside their target as ``.tmp.<host>.<pid>.<random>.<name>``: a writer killed
+outright (SIGKILL, power loss) cannot remove its own, so the next writer in that directory
+removes those whose process is gone (same host, pid no longer running). A write that fails for
+lack of space says so in one line, ``No space left on device: <file>``, whichever layer failed
+(Python's errno, or numpy / torch / Kaldi that only report a short write).
+"""
 import contextlib
+import errno
 import os
+import re
+import shutil
+import socket
 import tempfile
+
+from nnet_tools.errors import NnetError
+
+TEMP_PREFIX = ".tmp."
+_TEMP = re.compile(r"^\.tmp\.([^.]+)\.(\d+)\.[^.]+\.")
+# A short write with no errno (numpy, torch, Kaldi streams) is taken for a full disk when
+# less than this is left on the file system.
+NEARLY_FULL_BYTES = 64 << 10
+_swept = set()   # directories already swept of dead writers' temp files by this process
+
+
+def _host():
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname().split(".")[0]) or "host"
+
+
+def temp_prefix():
+    return f"{TEMP_PREFIX}{_host()}.{os.getpid()}."
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(directory):
+    """Remove temp files and dirs in ``directory`` left by dead writers on this host; their names."""
+    host, removed = _host(), []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP.match(name)
+        if not m or m.group(1) != host or _alive(int(m.group(2))):
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        removed.append(name)
+    return removed
+
+
+def _sweep_once(directory):
+    directory = os.path.abspath(directory)
+    if directory not in _swept:
+        remove_stale_temps(directory)
+        _swept.add(directory)
+
+
+def disk_full(path, error=None):
+    """Whether a failed write to ``path`` failed for lack of space."""
+    if isinstance(error, OSError) and error.errno is not None:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
+
+
+def write_error(path, error):
+    """One NnetError line for a write to ``path`` that raised ``error``."""
+    if disk_full(path, error):
+        return NnetError(f"No space left on device: {path}")
+    what = getattr(error, "strerror", None) or (str(error).splitlines() or [type(error).__name__])[0]
+    return NnetError(f"{path}: write failed: {what}")
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Turn a failed write to ``path`` (OSError, or a short write) into one NnetError line."""
+    try:
+        yield
+    except NnetError:
+        raise
+    except OSError as e:
+        raise write_error(path, e) from None
+    except RuntimeError as e:   # torch's zip writer: "unexpected pos ..." on a short write
+        if disk_full(path, e):
+            raise NnetError(f"No space left on device: {path}") from None
+        raise
 
 
 @contextlib.contextmanager
@@ -9,19 +110,39 @@ def atomic_path(path):
     """Yield a temporary path beside ``path``; rename it over ``path`` only on success."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix="." + os.path.basename(path), dir=directory)
-    os.close(fd)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        _sweep_once(directory)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix="." + os.path.basename(path), dir=directory)
+        os.close(fd)
+    except OSError as e:
+        raise write_error(path, e) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; other cluster accounts must read our files
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with writing(path):
+            yield tmp
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def temp_dir(directory, what):
+    """A scratch directory inside ``directory``, removed afterwards (or by the next run if killed)."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        _sweep_once(directory)
+        path = tempfile.mkdtemp(prefix=temp_prefix(), suffix="." + what, dir=directory)
+    except OSError as e:
+        raise write_error(os.path.join(directory, what), e) from None
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def write_text(path, text):

@@ -1,5 +1,6 @@
 """Helpers shared by the program-level tests."""
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,32 @@ def error_line(result):
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 1, result.stderr
     return errors[0]
+
+
+def gone(pid):
+    """Whether process ``pid`` has ended (a zombie not yet reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_for(condition, seconds=20):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def nan_archive(egs_dir, out, index=100):
+    """egs_dir/egs.1.ark (from write_egs_dir) written to ``out`` with one NaN in eg ``index``."""
+    from nnet_tools.data import egs
+    a = egs.EgsArchive(egs_dir / "egs.1.ark")
+    inputs = np.array(a.inputs)
+    inputs[index, 1, 2] = np.nan
+    egs.write_archive(out, inputs, np.array(a.labels), a.keys(), 1, 1)
+    return out
 
 
 def run(*argv, cwd=None, check=False):

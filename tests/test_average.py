@@ -44,3 +44,18 @@ def test_program_averages_and_refuses_mismatched_models(tmp_path):
     line = error_line(run("nnet-average-models", paths[0], tmp_path / "other.mdl", tmp_path / "bad.mdl"))
     assert "other.mdl" in line and "structure differs" in line
     assert not (tmp_path / "bad.mdl").exists()
+
+
+def test_programs_refuse_non_finite_models(tmp_path):
+    from conftest import write_egs_dir
+    good, bad = make(0), make(1)
+    bad.state_dict()["layers.1.affine.bias"][2] = float("nan")
+    model_io.save(good, tmp_path / "good.mdl")
+    model_io.save(bad, tmp_path / "bad.mdl")
+    line = error_line(run("nnet-average-models", tmp_path / "good.mdl", tmp_path / "bad.mdl", tmp_path / "avg.mdl"))
+    assert "bad.mdl: non-finite values (NaN or inf) in layers.1.affine.bias; refusing to average it" in line
+    write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=20)
+    line = error_line(run("nnet-combine", "--use-gpu", "no", tmp_path / "good.mdl", tmp_path / "bad.mdl",
+                          tmp_path / "egs/combine.egs", tmp_path / "final.mdl"))
+    assert "bad.mdl: non-finite values" in line
+    assert not (tmp_path / "avg.mdl").exists() and not (tmp_path / "final.mdl").exists()

@@ -215,6 +215,23 @@ def test_failure_leaves_no_temp_dir_and_no_num_archives(tmp_path):
     assert os.listdir(egs_dir) == ["info"] and os.listdir(egs_dir / "info") == []
 
 
+def test_non_finite_features_are_an_error_or_skipped(tmp_path):
+    feats, targets, fs, ts = write_data(tmp_path / "data", [10] * 30)
+    feats["utt007"][4, 1], feats["utt012"][0, 0] = np.nan, -np.inf
+    with MatrixWriter(f"ark,scp:{tmp_path}/bad.ark,{tmp_path}/bad.scp") as w:
+        for key, m in feats.items():
+            w.write(key, m)
+    with pytest.raises(NnetError, match=r"bad.scp: utterance 'utt007': 1 of 10 frames have NaN or infinite "
+                                        r"features \(first: frame 4\).*--allow-nonfinite"):
+        ge.get_egs(f"scp:{tmp_path}/bad.scp", ts, str(tmp_path / "egs"), ge.EgsOptions(**SMALL))
+    assert sorted(os.listdir(tmp_path / "egs")) == ["info"]      # nothing half-written, no spool left
+    info = ge.get_egs(f"scp:{tmp_path}/bad.scp", ts, str(tmp_path / "egs"),
+                      ge.EgsOptions(**SMALL, allow_nonfinite=True))
+    keys = {k.rsplit("-", 1)[0] for a in archives(tmp_path / "egs") for k in a.keys()}
+    assert not keys & {"utt007", "utt012"} and all(np.isfinite(a.inputs).all() for a in archives(tmp_path / "egs"))
+    assert info["num_frames"] < 300
+
+
 def test_option_checks(tmp_path):
     data = write_data(tmp_path / "data", [5] * 12)
     for bad, match in ((dict(frames_per_eg=0), "--frames-per-eg"), (dict(left_context=-1), "--left-context"),

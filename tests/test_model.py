@@ -42,6 +42,10 @@ def test_defaults_follow_xconfig():
     ("input-dim: 5\nlayers:\n - {type: output, dim: 3, colour: red}", "unknown key"),
     ("input-dim: 5\nsplice: 2:-2\nlayers:\n - {type: output, dim: 3}", "splice"),
     ("layers:\n - {type: output, dim: 3}", "input-dim"),
+    ("input-dim: 5\nlayers:\n - {type: relu-dropout, dim: 4, dropout-proportion: 1.5}\n - {type: output, dim: 3}",
+     r"layer 1 \(layer1\): dropout-proportion must be a number in \[0, 1\], got 1.5"),
+    ("input-dim: 5\nlayers:\n - {type: relu, dim: 4, max-change: fast}\n - {type: output, dim: 3}",
+     "max-change must be a number >= 0, got 'fast'"),
 ])
 def test_bad_configs(text, message):
     with pytest.raises(NnetError, match=message):
@@ -76,6 +80,9 @@ def test_unreadable_model_files(tmp_path):
         model_io.load(tmp_path / "junk.mdl")
     with pytest.raises(NnetError, match="no such model file"):
         model_io.load(tmp_path / "missing.mdl")
+    (tmp_path / "text.mdl").write_text("hello world\n")     # torch.load raises KeyError on it
+    with pytest.raises(NnetError, match="text.mdl: not a readable"):
+        model_io.load(tmp_path / "text.mdl")
     torch.save({"format": "something-else"}, tmp_path / "other.mdl")
     with pytest.raises(NnetError, match="not an nnet-tools model"):
         model_io.load(tmp_path / "other.mdl")
@@ -85,3 +92,14 @@ def test_frame_windows_pad_edges_by_repeating_frames():
     feats = torch.arange(4.0).unsqueeze(1)
     w = frame_windows(feats, 2, 1)[:, :, 0]
     assert w.tolist() == [[0, 0, 0, 1], [0, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 3]]
+
+
+def test_load_errors_are_whole_sentences(tmp_path):
+    # torch's message for a truncated file is a paragraph; the user gets its first sentence.
+    model_io.save(Nnet(cfg(BASE)), tmp_path / "m.mdl")
+    data = (tmp_path / "m.mdl").read_bytes()
+    (tmp_path / "cut.mdl").write_bytes(data[:len(data) // 2])
+    with pytest.raises(NnetError) as e:
+        model_io.load(tmp_path / "cut.mdl")
+    assert str(e.value).endswith("(PytorchStreamReader failed reading zip archive: failed finding central directory)")
+    assert model_io.first_sentence(RuntimeError("word " * 100)).endswith("word ...")

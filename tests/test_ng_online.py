@@ -297,3 +297,15 @@ def test_eta_from_history_is_capped():
     assert OnlineNaturalGradient(4, num_minibatches_history=4).eta(512) == 0.25
     with pytest.raises(ValueError):
         OnlineNaturalGradient(4, num_minibatches_history=1.0)
+
+
+def test_non_finite_statistics_fail_with_one_line_not_a_linalg_traceback():
+    # NaN reaching the rank x rank eigenproblem makes LAPACK fail: a user sees an NnetError.
+    from nnet_tools.errors import NnetError
+    pre = OnlineNaturalGradient(rank=4)
+    x = torch.randn(32, 10, dtype=torch.float64)
+    pre.precondition(x)
+    x[3, 2] = float("nan")
+    with pytest.raises(NnetError, match="natural gradient: the eigendecomposition .* not finite"):
+        for _ in range(3):
+            pre.precondition(x)

@@ -59,6 +59,19 @@ def test_target_id_beyond_output_dim(small_model, tmp_path, data):
         run("nnet-compute-prob", small_model[1], tmp_path / "egs" / "valid_diagnostic.egs"))
 
 
+def test_negative_target_id_and_empty_utterance(small_model, tmp_path, data):
+    with tables.IntVectorWriter(f"ark:{tmp_path}/neg.ark") as w:
+        w.write("utt0", np.array([0, -2, 1], dtype=np.int32))
+    line = error_line(run("nnet-compute-prob", small_model[1], data[0], f"ark:{tmp_path}/neg.ark"))
+    assert "utt0" in line and "target id -2 outside [0, 4)" in line     # the bad id, not the largest
+    with tables.MatrixWriter(f"ark:{tmp_path}/f.ark") as w:
+        w.write("utt0", np.zeros((0, 6), np.float32))
+        w.write("utt1", np.zeros((3, 6), np.float32))
+    r = run("nnet-compute-prob", small_model[1], f"ark:{tmp_path}/f.ark", data[1], check=True)
+    assert "utterance 'utt0' has no frames; skipping it" in r.stderr and "Traceback" not in r.stderr
+    assert "over 3 frames." in r.stderr
+
+
 def test_empty_data(small_model, tmp_path):
     with tables.MatrixWriter(f"ark:{tmp_path}/empty.ark"):
         pass

@@ -145,8 +145,12 @@ def test_engine_not_reachable_or_missing(engine, tmp_path):
     else:
         env["SGE_QMASTER_PORT"] = "9"
         expected = "unable to send message to qmaster"
-    line = error_line(queue(engine, tmp_path, "JOB=1:2", "log/u.JOB.log", "true", env=env))
+    # Retried (Kaldi: 4 tries, 20 s apart; here 2 tries, 0.2 s apart), then one line.
+    r = queue(engine, tmp_path, "--submit-tries", 2, "--submit-retry-delay", 0.2, "JOB=1:2", "log/u.JOB.log", "true",
+              env=env)
+    line = error_line(r)
     assert f"{engine}: submitting log/u.*.log failed: " in line and expected in line
+    assert "(try 1 of 2)" in r.stderr and "trying again in 0.2 s" in r.stderr and "(try 2 of 2)" not in r.stderr
     (tmp_path / "queue.conf").write_text(f"[{engine}]\ncommand no-such-submit-command -x\n")
     line = error_line(queue(engine, tmp_path, "--config", "queue.conf", "log/u.log", "true"))
     assert f"{engine}: 'no-such-submit-command' not found on PATH" in line
@@ -175,7 +179,7 @@ def test_pick_failed_reruns_only_failed_tasks(engine, tmp_path):
 
 def test_task_killed_outside_fails_with_engine_status(engine, tmp_path):
     # Task 2 is cancelled by someone else: its wrapper never finishes, the engine's record says why.
-    proc = subprocess.Popen(["nnet-queue", engine, "JOB=1:2", "log/k.JOB.log", "bash", "-c",
+    proc = subprocess.Popen(["nnet-queue", engine, "--lost-grace", "20", "JOB=1:2", "log/k.JOB.log", "bash", "-c",
                              "[ JOB = 1 ] || { touch started; sleep 300; }"],
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: (tmp_path / "started").exists())
@@ -184,11 +188,76 @@ def test_task_killed_outside_fails_with_engine_status(engine, tmp_path):
                    capture_output=True)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "1 / 2 failed, log is in log/k.*.log" in stderr
+    assert "nnet-queue: failed: log/k.2.log" in stderr
     assert read_log(tmp_path / "log/k.1.log")[2] == 0
     text = (tmp_path / "log/k.2.log").read_text()
     assert re.search(r"# nnet-queue: .* task \d+\.2 ended \((state CANCELLED|exit status \d+).*\) "
                      r"without its wrapper finishing", text), text
     assert read_log(tmp_path / "log/k.2.log")[2] != 0
+
+
+def test_ctrl_c_during_submission_leaves_no_job(engine, tmp_path):
+    # Ctrl-C reaches the whole foreground process group (here: its own session), at delays
+    # across the submission window, which opens when the task script is written. qsub/sbatch
+    # must neither be cut off after the engine took the job, nor leave it running: whatever
+    # the moment, no job stays in the queue. The jobs are held, so cancelling them is quick.
+    (tmp_path / "held.conf").write_text({"slurm": "command sbatch --export=ALL --hold\n",
+                                         "sge": "command qsub -cwd -S /bin/bash -j y -h\n"}[engine])
+    names = []
+    for i, delay in enumerate(0.015 * k for k in range(20)):
+        names.append(f"i{os.getpid()}x{i}.log")
+        proc = subprocess.Popen(["nnet-queue", engine, "--config", "held.conf", "JOB=1:2",
+                                 f"log/{names[-1].replace('.log', '.JOB.log')}", "sleep", "60"],
+                                cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        wait_for(lambda: (tmp_path / f"log/q/{names[-1][:-4]}.sh").exists())
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signal.SIGINT and "Traceback" not in stderr, stderr
+        assert "caught signal 2, stopped all tasks" in stderr and "WARNING" not in stderr, stderr
+    assert {name: queued_jobs(engine, name) for name in names} == {name: set() for name in names}
+
+
+@pytest.mark.parametrize("error", ["Socket timed out on send/recv operation", "something unexpected"])
+def test_a_job_whose_id_the_submission_lost_is_found(engine, tmp_path, error):
+    # The submit command takes the job, then fails without printing its id. Timed out (worth
+    # a retry): the job is found by its tag and waited for, not submitted twice. Any other
+    # failure: the job is found and cancelled, so none runs unknown to the user.
+    submit = {"slurm": "sbatch", "sge": "qsub"}[engine]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / submit).write_text(f'#!/bin/sh\n{shutil.which(submit)} "$@" >/dev/null\necho "{error}" >&2\nexit 1\n')
+    (tmp_path / "bin" / submit).chmod(stat.S_IRWXU)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    r = queue(engine, tmp_path, "--submit-retry-delay", 0.1, "JOB=1:2", "log/f.JOB.log", "bash", "-c",
+              "sleep 2; echo JOB >> ran", env=env)
+    if error.startswith("Socket"):
+        assert r.returncode == 0, r.stderr
+        assert sorted((tmp_path / "ran").read_text().split()) == ["1", "2"]       # once each
+    else:
+        assert f"{engine}: submitting log/f.*.log failed: something unexpected" in error_line(r)
+    assert queued_jobs(engine, "f.log") == set()
+
+
+def test_max_wait_fails_a_task_that_never_ends(engine, tmp_path):
+    r = queue(engine, tmp_path, "--max-wait", 3, "JOB=1:2", "log/w.JOB.log", "bash", "-c",
+              "[ JOB = 1 ] || sleep 300")
+    assert r.returncode == 1 and "nnet-queue: failed: log/w.2.log" in r.stderr
+    assert read_log(tmp_path / "log/w.1.log")[2] == 0
+    text = (tmp_path / "log/w.2.log").read_text()
+    assert re.search(r"# nnet-queue: .* task \d+\.2 not finished after 3 s \(--max-wait\): cancelled", text), text
+    assert read_log(tmp_path / "log/w.2.log")[2] == 1
+    wait_for(lambda: queued_jobs(engine, "w.log") == set())
+
+
+@pytest.mark.cluster
+def test_user_time_limit_wins_over_the_gpu_line(tmp_path):
+    require("slurm")
+    if engine_gpus("slurm") < 1:
+        pytest.skip("slurm offers no GPU (start it with FAKE_GPUS=2)")
+    for order in (["--gpu", 1, "--time", "8:0:0"], ["--time", "8:0:0", "--gpu", 1]):
+        r = queue("slurm", tmp_path, *order, "log/l.log", "squeue", "-h", "-j", "$SLURM_JOB_ID", "-o", "%l")
+        assert r.returncode == 0, r.stderr
+        assert read_log(tmp_path / "log/l.log")[1] == "8:00:00\n"
 
 
 def engine_gpus(engine):
@@ -389,3 +458,77 @@ def test_digits_recipe_trains_through_the_engine(engine, tmp_path):
     iterations = sorted(int(p.name.split(".")[1]) for p in (log / "q").glob("train.*.sh"))
     assert iterations == list(range(len(re.findall(r"^Iter: ", r.stdout, re.M))))
     assert f"task=${{{BACKENDS[engine].task_variable}}}" in (log / "q/train.0.sh").read_text()
+
+
+def test_found_jobs_are_read_right():
+    assert slurm.parse_found("71|nnet-queue:9-1\n72|(null)\n71|nnet-queue:9-1\n73|nnet-queue:9-10\n", "9-1") == ["71"]
+    text = ("job_number:                 14\ncontext:                    a=b, nnet_queue=9-1\n"
+            "job_number:                 15\ncontext:                    nnet_queue=9-10\n")
+    assert sge.parse_found(text, "9-1") == ["14"]
+
+
+def test_wrapper_fails_clearly_without_gpus_to_take(tmp_path, monkeypatch):
+    # Grid Engine names no device: no nvidia-smi, or every GPU held by other tasks, is a
+    # failed task saying why, never a silent run on the CPU.
+    monkeypatch.chdir(tmp_path)
+    args = ["--gpu", "1", "log/g.log", "echo", "ran on $CUDA_VISIBLE_DEVICES"]
+    r, _ = run_wrapper(tmp_path, args, task=1, environ={"PATH": "/usr/bin:/bin"})
+    _, body, code, _, _ = read_log(tmp_path / "log/g.log")
+    assert r.returncode == 1 and code == 1 and "ran on" not in body
+    assert re.fullmatch(r"nnet-queue: --gpu 1: the engine named no GPU and there is no nvidia-smi on \S+ "
+                        r"to find one\n", body)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/nvidia-smi").write_text("#!/bin/sh\nprintf '7\\n'\n")
+    (tmp_path / "bin/nvidia-smi").chmod(stat.S_IRWXU)
+    held = subprocess.Popen(["flock", "/tmp/nnet-queue.gpu7.lock", "sleep", "30"])
+    try:
+        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu7.lock", "true"]).returncode != 0)
+        run_wrapper(tmp_path, args, task=1, environ={"PATH": f"{tmp_path}/bin:/usr/bin:/bin"})
+        _, body, code, _, _ = read_log(tmp_path / "log/g.log")
+        assert code == 1 and re.fullmatch(r"nnet-queue: --gpu 1: only 0 GPU\(s\) of \S+ free \(the others are held "
+                                          r"by nnet-queue tasks: /tmp/nnet-queue.gpu\*.lock\)\n", body), body
+    finally:
+        held.kill()
+        held.wait()
+
+
+def test_a_stray_task_never_writes_into_a_newer_runs_log(tmp_path, monkeypatch):
+    # An old run's task still running when the same command is run again (its launcher was
+    # killed): the new run replaces the log; the old task's output and footer go elsewhere.
+    monkeypatch.chdir(tmp_path)
+    spec = parse_args(["log/a.log", "touch", "started", ";", "while", "[", "!", "-e", "go", "]", ";", "do", "sleep",
+                       "0.05", ";", "done", ";", "echo", "old", "output"])
+    files = wrapper.Files.for_spec(spec, token=3)
+    os.makedirs(files.qdir)
+    (tmp_path / "w.sh").write_text(wrapper.script_text(spec, files, "SLURM_ARRAY_TASK_ID", [1]))
+    old = subprocess.Popen(["bash", "w.sh"], env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "1"})
+    wait_for(lambda: (tmp_path / "started").exists())
+    from nnet_tools.queue import tasklog
+    tasklog.write_header("log/a.log", "the new run")
+    (tmp_path / "go").touch()
+    assert old.wait(timeout=60) == 1
+    text = (tmp_path / "log/a.log").read_text()
+    assert text.startswith("# the new run\n# Started at ") and "old output" not in text and "# Ended" not in text
+    assert files.finished() == set()
+
+
+def test_a_task_the_engine_forgot_is_rechecked_before_it_counts_as_failed(tmp_path, monkeypatch):
+    # The engine says a task ended well but its footer is not visible here (NFS attribute
+    # caching): no verdict until the grace period is over. A failure the engine recorded
+    # counts at once, with the engine's code.
+    monkeypatch.chdir(tmp_path)
+    spec = parse_args(["--lost-grace", "30", "JOB=1:3", "log/l.JOB.log", "true"])
+    backend = slurm.SlurmBackend(spec)
+    backend.files, backend.submitted = wrapper.Files.for_spec(spec, token=backend.tag), 0
+    os.makedirs(backend.files.qdir)
+    record = {1: slurm.TaskState(False, 0, None, "state COMPLETED"), 2: slurm.TaskState(False, 137, None, "state FAILED")}
+    monkeypatch.setattr(backend, "exit_status", lambda job, task, state: (record[task].code, record[task].what))
+    assert backend._lost("5", 1, record[1], grace_over=False) is None and not (tmp_path / "log/l.1.log").exists()
+    (tmp_path / "log/l.3.log").write_text("# true\n# Started at x\n#\n# Accounting: time=0 threads=1\n"
+                                          "# Ended (code 0) at x, elapsed time 0 seconds\n")
+    assert backend._lost("5", 3, None, grace_over=False) == 0              # the footer turned up
+    assert backend._lost("5", 2, record[2], grace_over=False) == 137
+    assert backend._lost("5", 1, record[1], grace_over=True) == 1
+    text = (tmp_path / "log/l.1.log").read_text()
+    assert "task 5.1 ended (state COMPLETED; no '# Ended' footer after 30 s (--lost-grace))" in text
+    assert read_log(tmp_path / "log/l.1.log")[2] == 1 and read_log(tmp_path / "log/l.2.log")[2] == 137

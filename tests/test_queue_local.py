@@ -3,13 +3,12 @@ import os
 import re
 import signal
 import subprocess
-import time
 
 import pytest
 
 from nnet_tools.errors import NnetError
 from nnet_tools.queue import config, parse_args, quote_command, tasklog
-from conftest import error_line
+from conftest import error_line, gone, wait_for
 
 HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
 FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
@@ -139,34 +138,19 @@ def test_unknown_backend(tmp_path):
     assert "unknown backend 'pbs' (known: local, sge, slurm)" in error_line(r)
 
 
-def _gone(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"    # zombie: dead, not reaped
-    except FileNotFoundError:
-        return True
-
-
-def _wait_for(condition, seconds=20):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-
-
 def test_sigterm_kills_running_tasks(tmp_path):
     # Each task backgrounds a sleep, records its pid and waits for it.
     proc = subprocess.Popen(["nnet-queue", "local", "JOB=1:2", "log/s.JOB.log",
                              "sleep", "30", "&", "echo", "$!", ">", "pid.JOB", ";", "wait"],
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     pids = [tmp_path / "pid.1", tmp_path / "pid.2"]
-    _wait_for(lambda: all(p.exists() and p.read_text().strip() for p in pids))
+    wait_for(lambda: all(p.exists() and p.read_text().strip() for p in pids))
     sleeps = [int(p.read_text()) for p in pids]
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode != 0
     assert "caught signal 15" in stderr
-    _wait_for(lambda: all(_gone(pid) for pid in sleeps))
+    wait_for(lambda: all(gone(pid) for pid in sleeps))
     for task in (1, 2):          # the killed tasks' logs are closed with a footer
         assert "# Ended (code 0; signal 15)" in (tmp_path / f"log/s.{task}.log").read_text()
 
@@ -205,8 +189,14 @@ def test_config_maps_options_to_engine_flags(tmp_path):
         ["-l", "mem_free=2G,ram_free=2G", "-pe", "smp", "4", "-l", "gpu=1", "-q", "*.q"]
     assert sge.flags({"num_threads": "1"}) == []               # special case wins, default gpu=0
     slurm = config.load("slurm", os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
-    assert slurm.command == ["sbatch", "--export=PATH", "--ntasks-per-node=1"]
+    assert slurm.command == ["sbatch", "--export=ALL", "--ntasks-per-node=1"]   # no login shell per task
     assert slurm.flags({"time": "1:0:0"}) == ["--time", "1:0:0", "-p", "shared"]
+    # The gpu line adds --time 4:0:0; the user's own --time comes last, so it wins in any order.
+    for options in ({"gpu": "1", "time": "8:0:0"}, {"time": "8:0:0", "gpu": "1"}):
+        assert slurm.flags(options)[-2:] == ["--time", "8:0:0"]
+        assert [f for f in sge.flags(options) if "h_rt" in f] == ["h_rt=8:0:0"]
+    mixed = config.parse("command qsub\noption gpu=* -l gpu=$0,h_rt=4:0:0\noption time=* -l h_rt=$0\n", "sge", "x")
+    assert mixed.flags({"time": "8:0:0", "gpu": "1"}) == ["-l", "gpu=1,h_rt=4:0:0", "-l", "h_rt=8:0:0"]
     with pytest.raises(NnetError, match="option --foo-bar 3 is not described"):
         slurm.flags({"foo_bar": "3"})
     # The documented file and the built-in defaults agree.

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, write_egs_dir
+from conftest import SMALL_CONFIG, nan_archive, write_egs_dir
 from nnet_tools.model import config
 from nnet_tools.report import diagnostics
 from nnet_tools.data import egs
@@ -87,3 +87,21 @@ def test_egs_must_match_the_model(tmp_path):
     write_egs_dir(tmp_path, num_archives=1, egs_per_archive=10, left=0)
     with pytest.raises(NnetError, match="context"):
         train_one_job(model(), egs.EgsArchive(tmp_path / "egs.1.ark"), TrainOptions(learning_rate=1e-3))
+
+
+def test_non_finite_objective_fails_the_job_naming_the_minibatch(tmp_path):
+    # One NaN feature value: with natural gradient on, it would reach the Fisher
+    # eigendecomposition too; the job names the objective, which went wrong first.
+    nan_archive(write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=300), tmp_path / "nan.ark", 150)
+    for ng in (True, False):
+        with pytest.raises(NnetError, match=r"nan.ark: minibatch \d+: objective function is nan \(non-finite\)"):
+            train_one_job(model(ng), egs.EgsArchive(tmp_path / "nan.ark"),
+                          TrainOptions(learning_rate=0.01, minibatch_size="64", shuffle_buffer_size=0))
+
+
+def test_non_finite_parameters_fail_the_job(egs_dir):
+    # Batch-norm statistics do not enter the training objective: only the final check sees them.
+    net = model()
+    net.state_dict()["layers.0.post.1.running_mean"].fill_(float("inf"))
+    with pytest.raises(NnetError, match="parameters became non-finite .* in layers.0.post.1.running_mean"):
+        train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"), TrainOptions(learning_rate=0.01, minibatch_size="64"))

@@ -22,6 +22,7 @@ def main(models, weights):
         raise click.UsageError("need at least one input model and the output model")
     nets = [model_io.load(p) for p in inputs]
     average.check_same_structure(nets, inputs)
+    average.check_finite(nets, inputs)
     w = average.normalized_weights(None if weights is None else [float(x) for x in weights.split(":")], len(nets))
     model_io.save(average.average_into(nets[0], nets, w), out)
     logger.info(f"Averaged parameters of {len(nets)} neural nets, and wrote to {out}")

@@ -27,6 +27,7 @@ def main(args, max_objective_evaluations, use_gpu):
     *paths, egs_path, out = args
     models = [model_io.load(p) for p in paths]
     average.check_same_structure(models, paths)
+    average.check_finite(models, paths)
     windows, labels = egs.EgsArchive(egs_path).all_frames(models[0])
     best, *_ = combine.combine(models, windows, labels, max_objective_evaluations, device.select(use_gpu))
     model_io.save(best, out)

@@ -1,5 +1,6 @@
 """What every program shares: logging set-up and turning NnetError into one line + exit 1."""
 import functools
+import signal
 import sys
 
 import click
@@ -16,6 +17,8 @@ def program(name):
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
+            if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:   # see nnet_tools/cli/__init__.py
+                signal.signal(signal.SIGINT, signal.default_int_handler)
             log.setup(name, kwargs.get("verbose", 0) or 0)
             try:
                 return fn(*args, **kwargs)

@@ -18,6 +18,9 @@ from nnet_tools.cli.common import program
               "Default: largest id + 1.")
 @click.option("--targets-length-tolerance", type=int, default=2,
               help="Allowed difference between target and feature frame counts (nnet3-get-egs).")
+@click.option("--allow-nonfinite", is_flag=True, default=False,
+              help="Skip (with a warning and a count) utterances with NaN or infinite features; "
+              "without it they are an error.")
 @click.option("--verbose", type=int, default=0)
 @click.argument("feats_rspecifier")
 @click.argument("targets_rspecifier")

@@ -20,11 +20,19 @@ Options (before JOB=/LOG; everything after LOG is the command, untouched):
   --config FILE       option -> engine flag mapping (default conf/queue.conf, else built in)
   --pick all|failed|incomplete   rerun only tasks whose log lacks '# Ended (code 0)'
   --NAME VALUE        slurm / sge: any option the queue config describes (e.g. --time 1:00:00)
+
+Faults (slurm / sge):
+  --submit-tries N         tries when the controller does not answer (default 4, as queue.pl)
+  --submit-retry-delay S   seconds between those tries (default 20)
+  --lost-grace S           how long a task the engine no longer runs may take to show its
+                           log footer before it counts as failed (default 75)
+  --max-wait S             a task not finished after S seconds is cancelled and fails
+                           (default: wait forever)
 \b
 Every JOB in LOG and COMMAND becomes the task number (any identifier works: TASK=1:4).
 Escape shell syntax meant for the task: \\| \\> \\; . Exit 0 iff every task succeeded.
 On slurm / sge a call is one array job; its task script is LOGDIR/q/<name>.sh, Ctrl-C or
-SIGTERM cancels it (scancel / qdel).
+SIGTERM cancels it (scancel / qdel). Locally, tasks die with nnet-queue, even on kill -9.
 \b
 Examples:
   nnet-queue local JOB=1:4 exp/x/log/train.3.JOB.log nnet-train-one-job --srand=JOB ...

@@ -8,8 +8,6 @@ are loaded, shuffled and written one at a time. Seeds follow Kaldi: utterance li
 from --srand, archive k (1-based) shuffled with seed k + srand.
 """
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
@@ -17,7 +15,7 @@ import numpy as np
 
 from nnet_tools.data.egs import write_archive
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import write_text
+from nnet_tools.fileio import temp_dir, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
@@ -41,6 +39,7 @@ class EgsOptions:
     srand: int = 0
     num_targets: Optional[int] = None
     targets_length_tolerance: int = 2
+    allow_nonfinite: bool = False
 
     def check(self):
         for name in ("frames_per_eg", "samples_per_iter", "num_utts_subset"):
@@ -129,9 +128,9 @@ class Spools:
     def flush(self):
         for path, buffer in zip(self.paths, self._buffers):
             if buffer:
-                with open(path, "ab") as f:
+                with writing(path), open(path, "ab") as f:
                     for records in buffer:
-                        records.tofile(f)
+                        f.write(np.ascontiguousarray(records).data)   # tofile() loses a short write's error
                 buffer.clear()
         self._buffered = 0
 
@@ -157,6 +156,7 @@ class _Dumper:
         self.scatter = _rng(opts.srand, _SCATTER)
         self.spools, self.feat_dim = None, None
         self.done = self.errors = self.egs = self.frames = self.train_egs = self.train_frames = 0
+        self.nonfinite_utts = self.nonfinite_frames = 0
 
     def skip(self, message):
         self.errors += 1
@@ -176,6 +176,8 @@ class _Dumper:
                               f"{feats.shape[0]}, got {len(ids)} (--targets-length-tolerance "
                               f"{self.opts.targets_length_tolerance})")
                     continue
+                if self.nonfinite(key, feats, feats_rspecifier):
+                    continue
                 self.add(key, feats, ids, feats_rspecifier)
         if self.spools is not None:
             self.spools.flush()
@@ -184,6 +186,26 @@ class _Dumper:
                     f"{self.egs} examples,  with {self.frames} egs in total; {self.errors} files had errors.")
         if self.errors:
             logger.warning(f"{self.errors} utterances had errors and could not be processed.")
+        if self.nonfinite_utts:
+            logger.warning(f"Skipped {self.nonfinite_utts} utterances with {self.nonfinite_frames} frames of "
+                           f"NaN or infinite features (--allow-nonfinite).")
+
+    def nonfinite(self, key, feats, where):
+        """NaN/inf in an utterance's features: an error naming it, or (--allow-nonfinite) skip it.
+
+        Left in, one such frame makes every job that trains on it, and the average, NaN."""
+        bad = ~np.isfinite(feats).all(axis=1)
+        if not bad.any():
+            return False
+        count, first = int(bad.sum()), int(np.argmax(bad))
+        what = (f"{where}: utterance '{key}': {count} of {feats.shape[0]} frames have NaN or infinite "
+                f"features (first: frame {first})")
+        if not self.opts.allow_nonfinite:
+            raise NnetError(what + "; fix the features, or skip such utterances with --allow-nonfinite")
+        self.nonfinite_utts += 1
+        self.nonfinite_frames += count
+        self.skip(what + "; skipping it")
+        return True
 
     def add(self, key, feats, ids, where):
         if self.spools is None:
@@ -272,8 +294,7 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts):
     stale = os.path.join(egs_dir, "info", "num_archives")
     if os.path.exists(stale):
         os.unlink(stale)
-    tmpdir = tempfile.mkdtemp(prefix=".tmp-get-egs.", dir=egs_dir)
-    try:
+    with temp_dir(egs_dir, "get-egs") as tmpdir:
         dumper = _Dumper(keys, roles, num_archives, tmpdir, opts)
         dumper.run(feats_rspecifier, targets_rspecifier)
         if not dumper.train_egs:
@@ -284,8 +305,6 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts):
         for name, records in subsets.items():
             _write(os.path.join(egs_dir, name), records, slice(None), keys, opts)
             logger.info(f"Wrote {len(records)} egs to {os.path.join(egs_dir, name)}")
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
     for name, chosen in (("valid_uttlist", valid), ("train_subset_uttlist", subset)):
         write_text(os.path.join(egs_dir, name), "".join(f"{keys[i]}\n" for i in sorted(chosen)))
     info = {"frames_per_eg": fpe, "feat_dim": dumper.feat_dim, "left_context": opts.left_context,

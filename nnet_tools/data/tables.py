@@ -29,7 +29,7 @@ import numpy as np
 from kaldi_native_io.lib import _kaldi_native_io as _kni
 
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path
+from nnet_tools.fileio import atomic_path, disk_full
 from nnet_tools.log import logger
 
 __all__ = ["read_matrices", "read_vectors", "read_int_vectors", "RandomAccessMatrices",
@@ -203,6 +203,8 @@ def _to_float_matrix(value, where):
     array = np.asarray(value)
     if array.ndim != 2:
         raise NnetError(f"{where}: expected a 2-D matrix, got shape {array.shape}")
+    if array.size == 0:
+        array = np.zeros((0, 0), np.float32)   # Kaldi's only empty matrix
     return _kni._FloatMatrix(np.ascontiguousarray(array, dtype=np.float32))
 
 
@@ -367,8 +369,19 @@ class _Writer:
     def write(self, key, value):
         """Append one entry; ``value`` is converted to the table's dtype (float32 or int32)."""
         data = self._type.to_kaldi(value, f"{self._kaldi.name}: key '{key}'")
-        self._kaldi(lambda: self._impl.write(key, data), key=key)
+        with self._space_named():
+            self._kaldi(lambda: self._impl.write(key, data), key=key)
         self._kaldi.log_pending()
+
+    @contextlib.contextmanager
+    def _space_named(self):
+        """Kaldi reports a full disk as 'Failed to write ... to stream': name it."""
+        try:
+            yield
+        except NnetError:
+            if _is_plain_file(self._ark) and disk_full(self._tmp_ark):
+                raise NnetError(f"No space left on device: {self._ark}") from None
+            raise
 
     def close(self):
         """Finish writing and move the files into place; a no-op when already closed."""
@@ -376,8 +389,9 @@ class _Writer:
             return
         try:
             # Kaldi only warns when an output pipe's command fails; for us it is lost output.
-            if not self._kaldi(self._impl.close) or self._kaldi.pending:
-                raise self._kaldi.error(default="write error")
+            with self._space_named():
+                if not self._kaldi(self._impl.close) or self._kaldi.pending:
+                    raise self._kaldi.error(default="write error")
             if self._scp:
                 self._name_final_ark_in_scp()
         except BaseException as e:

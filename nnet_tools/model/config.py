@@ -128,10 +128,10 @@ def normalize(raw, where="<config>"):
         if ng not in (True, False, "simple"):
             raise NnetError(f"{lw} ({name}): natural-gradient must be true, false or simple")
         out = {"name": name, "parts": parts, "dim": dim,
-               "max-change": float(layer.get("max-change", 1.5 if is_output else 0.75)),
-               "learning-rate-factor": float(layer.get("learning-rate-factor", 1.0)),
+               "max-change": _number(layer.get("max-change", 1.5 if is_output else 0.75), "max-change", f"{lw} ({name})", 0.0),
+               "learning-rate-factor": _number(layer.get("learning-rate-factor", 1.0), "learning-rate-factor", f"{lw} ({name})", 0.0),
                "param-stddev": layer.get("param-stddev", 0.0 if is_output else None),
-               "bias-stddev": float(layer.get("bias-stddev", 0.0 if is_output else 1.0)),
+               "bias-stddev": _number(layer.get("bias-stddev", 0.0 if is_output else 1.0), "bias-stddev", f"{lw} ({name})", 0.0),
                "natural-gradient": ng}
         if "dropout" in parts:
             out["dropout-proportion"] = _number(layer.get("dropout-proportion", 0.5), "dropout-proportion",

@@ -3,8 +3,8 @@
 Written atomically and loaded with ``weights_only=True``, so a model file can never run code.
 Natural-gradient state is not saved: each job re-estimates it, as in Kaldi.
 """
-import pickle
-import zipfile
+import io
+import re
 
 import torch
 
@@ -21,8 +21,12 @@ def save(model, path, priors=None):
     blob = {"format": FORMAT, "version": VERSION, "config": model.config,
             "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
             "priors": None if priors is None else torch.as_tensor(priors, dtype=torch.float32)}
-    with atomic_path(path) as tmp:
-        torch.save(blob, tmp)
+    # Serialised in memory first: torch's own file writer reports a full disk only as
+    # "unexpected pos", a plain write names it (fileio).
+    buffer = io.BytesIO()
+    torch.save(blob, buffer)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(buffer.getbuffer())
 
 
 def read(path):
@@ -35,14 +39,26 @@ def read(path):
         raise NnetError(f"{path}: is a directory, not a model file") from None
     except PermissionError:
         raise NnetError(f"{path}: permission denied reading model file") from None
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, KeyError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise NnetError(f"{path}: not a readable nnet-tools model file ({msg[:120]})") from None
+    except EOFError:
+        raise NnetError(f"{path}: not a readable nnet-tools model file (empty or truncated)") from None
+    except Exception as e:   # torch.load fails in many ways on a file that is not ours (KeyError on text)
+        raise NnetError(f"{path}: not a readable nnet-tools model file ({first_sentence(e)})") from None
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise NnetError(f"{path}: not an nnet-tools model file (no '{FORMAT}' header)")
     if blob.get("version") != VERSION:
         raise NnetError(f"{path}: model file version {blob.get('version')} is not supported (want {VERSION})")
     return blob
+
+
+def first_sentence(error, limit=160):
+    """The gist of a library's (often paragraph-long) message: its first sentence, never cut mid-word."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, KeyError):
+        text = f"unexpected content, {type(error).__name__} {text}"
+    text = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + " ..."
+    return text
 
 
 def load(path, with_priors=False):

@@ -146,6 +146,11 @@ class Nnet(nn.Module):
         """(name, Affine) of every updatable component, in order: the unit of max-change."""
         return [(layer.name, layer.affine) for layer in self.layers]
 
+    @torch.no_grad()
+    def nonfinite(self):
+        """Names of the float parameters and statistics (batch-norm) holding NaN or inf."""
+        return [name for name, t in self.state_dict().items() if t.is_floating_point() and not bool(t.isfinite().all())]
+
     def reset_natural_gradient(self):
         for _, affine in self.updatable():
             affine.reset_natural_gradient()

@@ -12,6 +12,9 @@ import threading
 from nnet_tools.queue import tasklog
 
 
+MAX_NAMED = 10   # failed tasks' logs named in the failure message
+
+
 class Interrupted(Exception):
     """SIGINT/SIGTERM reached the launcher; a backend stops its tasks, then lets this propagate."""
 
@@ -111,5 +114,8 @@ def run(backend_cls, spec, prog="nnet-queue", stderr=None):
             print(f"{prog}: probably you forgot to put JOB=1:$nj in your script.", file=stderr)
     else:
         print(f"{prog}: {len(failed)} / {len(spec.tasks)} failed, log is in {spec.log_glob()}",
+              file=stderr)
+        named = [spec.log_for(task) for task in sorted(failed)]
+        print(f"{prog}: failed: {' '.join(named[:MAX_NAMED])}{' ...' if len(named) > MAX_NAMED else ''}",
               file=stderr)
     return 1

@@ -23,12 +23,12 @@ from nnet_tools.errors import NnetError
 DEFAULT_PATH = "conf/queue.conf"
 # Options the launcher itself consumes; they never become engine flags (the engine backends
 # turn max_jobs_run into the array's throttle, %N or -tc N).
-LAUNCHER_ONLY = ("config", "pick", "max_jobs_run")
+LAUNCHER_ONLY = ("config", "pick", "max_jobs_run", "submit_tries", "submit_retry_delay", "lost_grace", "max_wait")
 
 # Kaldi's built-in defaults (utils/parallel/slurm.pl and queue.pl), plus qsub -w e.
 BUILTIN = """\
 [slurm]
-command sbatch --export=PATH --ntasks-per-node=1
+command sbatch --export=ALL --ntasks-per-node=1
 option time=* --time $0
 option mem=* --mem-per-cpu $0
 option mem=0
@@ -39,6 +39,7 @@ option gpu=0 -p shared
 option gpu=* -p gpu --gres=gpu:$0 --time 4:0:0
 [sge]
 command qsub -v PATH -cwd -S /bin/bash -j y -l arch=*64* -w e
+option time=* -l h_rt=$0
 option mem=* -l mem_free=$0,ram_free=$0
 option mem=0
 option num_threads=* -pe smp $0
@@ -68,16 +69,37 @@ class EngineConfig:
         values = {**options, **{k: v for k, v in self.defaults.items() if k not in options}}
         for name in LAUNCHER_ONLY:
             values.pop(name, None)
-        out = []
+        expansions = {}
         for name, value in values.items():
             if (name, value) in self.special:
-                out += shlex.split(self.special[name, value])
+                expansions[name] = shlex.split(self.special[name, value])
             elif name in self.general:
-                out += shlex.split(self.general[name].replace("$0", value))
+                expansions[name] = shlex.split(self.general[name].replace("$0", value))
             else:
                 raise NnetError(f"{self.source}: option --{name.replace('_', '-')} {value} "
                                 f"is not described (add 'option {name}=* ...$0...')")
-        return out
+        # An option whose flags another option's line also sets (--time, which the gpu line sets
+        # to 4:0:0) goes last: sbatch and qsub take the last value, so the user's own request
+        # wins whatever the order of the options.
+        keys = {name: _flag_keys(flags) for name, flags in expansions.items()}
+        narrower = {name for name in expansions
+                    if keys[name] and any(keys[name] <= keys[other] for other in expansions if other != name)}
+        return [flag for name in sorted(expansions, key=lambda n: n in narrower) for flag in expansions[name]]
+
+
+def _flag_keys(flags):
+    """What engine settings a list of flags sets: '--time' for '--time 4:0:0' or '--time=4:0:0',
+    '-l h_rt' for '-l h_rt=1:0:0,mem_free=2G' (one key per resource)."""
+    keys = set()
+    for i, flag in enumerate(flags):
+        if not flag.startswith("-"):
+            continue
+        name = flag.split("=", 1)[0]
+        if name == "-l" and i + 1 < len(flags):
+            keys |= {f"-l {r.split('=', 1)[0]}" for r in flags[i + 1].split(",")}
+        else:
+            keys.add(name)
+    return keys
 
 
 def parse(text, engine, source):

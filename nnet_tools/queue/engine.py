@@ -16,6 +16,7 @@ waits until no task is left in the queue, and closes the logs of the tasks it st
 """
 import collections
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,12 @@ ENGINE_POLL = (1.0, 2.0, 30.0)
 LOST_GRACE_SECONDS = 5.0
 CANCEL_WAIT_SECONDS = 60.0
 COMMAND_TIMEOUT_SECONDS = 120
+
+# Client errors that mean "the controller did not answer", for Slurm and Grid Engine.
+_TRANSIENT = re.compile(r"Unable to contact slurm controller|Socket timed out|Connection refused|connect failure|"
+                        r"Transport endpoint is not connected|Zero Bytes were transmitted|"
+                        r"unable to send message to qmaster|unable to contact qmaster|commlib error|"
+                        r"timed out|Connection reset", re.IGNORECASE)
 
 # What the engine says about one task: still queued or running; its exit status once it
 # left the queue (None: not known); why it can never run (None: it can); the state's name.
@@ -62,17 +69,26 @@ def task_ranges(tasks):
     return [tuple(r) for r in runs]
 
 
-def run_command(argv, what):
-    """Run an engine client command; its stdout, or EngineUnavailable with its error text."""
+def run_command(argv, what, new_session=False):
+    """Run an engine client command; its stdout, or EngineUnavailable with its error text.
+
+    new_session: out of reach of the terminal's Ctrl-C. qsub unblocks SIGINT, and killed after
+    the qmaster took the job it never prints the id that would let us cancel it."""
     try:
         result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                timeout=COMMAND_TIMEOUT_SECONDS)
+                                timeout=COMMAND_TIMEOUT_SECONDS, start_new_session=new_session)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise EngineUnavailable(f"{what}: {argv[0]}: {e}") from None
     if result.returncode != 0:
         raise EngineUnavailable(one_line(result.stderr or result.stdout)
                                 or f"{argv[0]} exited with {result.returncode}")
     return result.stdout
+
+
+def transient(error):
+    """Whether a failed submission may succeed if tried again: the controller did not answer
+    (restarting, overloaded, network), as opposed to refusing the request."""
+    return bool(_TRANSIENT.search(error))
 
 
 def one_line(text):
@@ -87,6 +103,12 @@ class EngineBackend(Backend):
     title = None            # e.g. "Slurm", for messages
     task_variable = None    # the variable holding the array task number inside a task
     ping = None             # a cheap command that succeeds only if the controller answers
+
+    def __init__(self, spec, prog="nnet-queue"):
+        super().__init__(spec, prog)
+        # Unique to this call: tells its markers from an earlier call's, and finds its job in
+        # the queue when the submit command's answer (the job id) was lost.
+        self.tag = f"{os.getpid()}-{time.time_ns() // 1_000_000}"
 
     @classmethod
     def unreachable(cls):
@@ -117,6 +139,14 @@ class EngineBackend(Backend):
     def cancel_command(self, job):
         raise NotImplementedError
 
+    def find_jobs(self, name, tag):
+        """Ids of the queued jobs named ``name`` submitted with ``tag``; EngineUnavailable if the
+        engine did not answer."""
+        raise NotImplementedError
+
+    def cancel_task_command(self, job, task):
+        raise NotImplementedError
+
     # --- the shared flow -------------------------------------------------------------------
 
     def run_tasks(self, tasks):
@@ -126,7 +156,7 @@ class EngineBackend(Backend):
         if not shutil.which(command[0]):
             raise NnetError(f"{self.name}: '{command[0]}' not found on PATH: is this a {self.title} "
                             f"submit host? (submit command from {queue_config.source})")
-        self.files = wrapper.Files.for_spec(spec, token=os.getpid())
+        self.files = wrapper.Files.for_spec(spec, token=self.tag)
         for task in tasks:   # a task that never starts must not leave an old run's log behind
             log = spec.log_for(task)
             os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
@@ -141,24 +171,52 @@ class EngineBackend(Backend):
                 job = self._submit(argv)
             return self._wait(job, tasks)
         except BaseException as e:
-            if job is not None:
-                self._cancel(job, tasks, e.signum if isinstance(e, Interrupted) else signal.SIGTERM)
+            signum = e.signum if isinstance(e, Interrupted) else signal.SIGTERM
+            for found in [job] if job is not None else self._find_own_jobs():
+                self._cancel(found, tasks, signum)
             raise
         finally:
             self.files.remove_markers(tasks)
 
     def _submit(self, argv):
+        """Submit, retrying while the controller does not answer (Kaldi's queue.pl: 4 tries, 20 s
+        apart); a request the engine refuses fails at once. Returns the job id."""
+        tries, delay = int(self.spec.fault_option("submit_tries")), self.spec.fault_option("submit_retry_delay")
+        for attempt in range(1, tries + 1):
+            try:
+                return self.job_id(run_command(argv, "submitting", new_session=True))
+            except EngineUnavailable as e:
+                error = e
+            if not transient(str(error)) or attempt == tries:
+                break
+            # A submission that timed out may have been accepted all the same.
+            found = self._find_own_jobs(quiet=True)
+            if found:
+                return found[0]
+            print(f"{self.prog}: WARNING: submitting {self.spec.log_glob()} failed (try {attempt} of {tries}): "
+                  f"{error}; trying again in {delay:g} s", file=sys.stderr, flush=True)
+            time.sleep(delay)
+        raise NnetError(f"{self.name}: submitting {self.spec.log_glob()} failed: {error} "
+                        f"(script {self.files.script})")
+
+    def _find_own_jobs(self, quiet=False):
+        """This call's jobs in the queue, found by name and tag (the submit command's answer was
+        lost: it failed, timed out, or a signal came)."""
         try:
-            return self.job_id(run_command(argv, "submitting"))
+            return self.find_jobs(self.files.base, self.tag)
         except EngineUnavailable as e:
-            raise NnetError(f"{self.name}: submitting {self.spec.log_glob()} failed: {e} "
-                            f"(script {self.files.script})") from None
+            if not quiet:
+                print(f"{self.prog}: WARNING: cannot look for a job submitted as {self.files.script} "
+                      f"(cancel it by hand if it runs): {e}", file=sys.stderr)
+            return []
 
     def _wait(self, job, tasks):
         statuses, unfinished = {}, set(tasks)
         gone_since = {}       # task -> when the engine first no longer ran it, marker unseen
+        lost_grace, max_wait = self.spec.fault_option("lost_grace"), self.spec.fault_option("max_wait")
         marker_waits, engine_waits = intervals(*MARKER_POLL), intervals(*ENGINE_POLL)
-        ask_at = time.monotonic() + next(engine_waits)
+        started = time.monotonic()
+        ask_at = started + next(engine_waits)
         while True:
             for task in self.files.finished() & unfinished:
                 statuses[task] = _logged_status(self.spec.log_for(task))
@@ -166,6 +224,9 @@ class EngineBackend(Backend):
             if not unfinished:
                 return statuses
             now = time.monotonic()
+            if max_wait is not None and now - started >= max_wait:
+                statuses.update(self._give_up(job, unfinished, max_wait))
+                return statuses
             if now >= ask_at:
                 ask_at = now + next(engine_waits)
                 states = self._query(job)
@@ -180,8 +241,12 @@ class EngineBackend(Backend):
                         gone_since[task] = now
                         ask_at = min(ask_at, now + LOST_GRACE_SECONDS)
                     elif now - gone_since[task] >= LOST_GRACE_SECONDS:
-                        statuses[task] = self._lost(job, task, state)
-                        unfinished.discard(task)
+                        status = self._lost(job, task, state, now - gone_since[task] >= lost_grace)
+                        if status is None:     # no verdict yet: look again soon
+                            ask_at = min(ask_at, now + LOST_GRACE_SECONDS)
+                        else:
+                            statuses[task] = status
+                            unfinished.discard(task)
             time.sleep(next(marker_waits))
 
     def _query(self, job):
@@ -192,21 +257,47 @@ class EngineBackend(Backend):
                   file=sys.stderr)
             return None
 
-    def _lost(self, job, task, state):
-        """A task that left the queue with no marker: its log's footer, else the engine's word."""
+    def _lost(self, job, task, state, grace_over):
+        """A task that left the queue with no marker: its log's footer, else the engine's record
+        of a failure; a success (or no record) is waited for until the grace period is over,
+        as its marker and footer may not yet be visible here (NFS attribute caching).
+        None: no verdict yet."""
         log = self.spec.log_for(task)
-        code = tasklog.ended_code(log)
-        if code is not None:
-            return code
+        if os.path.exists(self.files.marker(task)) or tasklog.ended_code(log) is not None:
+            return _logged_status(log)
         code, what = self.exit_status(job, task, state)
-        code = code or 1
+        if not code and not grace_over:
+            return None
+        if not code:
+            what += f"; no '# Ended' footer after {self.spec.fault_option('lost_grace'):g} s (--lost-grace)"
+        self._close_log(job, task, code or 1, f"ended ({what}) without its wrapper finishing")
+        return code or 1
+
+    def _close_log(self, job, task, code, why):
+        """Footer (and header, if the task never wrote one) for a task the launcher gave up on."""
+        log = self.spec.log_for(task)
         if not os.path.exists(log):
             tasklog.write_header(log, self.spec.command_for(task))
         with open(log, "a") as f:
-            f.write(f"# nnet-queue: {self.title} task {job}.{task} ended ({what}) without its wrapper "
-                    f"finishing; {self.title}'s output is in {self.files.output}\n")
+            f.write(f"# nnet-queue: {self.title} task {job}.{task} {why}; "
+                    f"{self.title}'s output is in {self.files.output}\n")
         tasklog.write_footer(log, self.submitted, code, self.spec.num_threads)
-        return code
+
+    def _give_up(self, job, tasks, max_wait):
+        """--max-wait passed: cancel the unfinished tasks; each counts as failed."""
+        for task in sorted(tasks):
+            try:
+                run_command(self.cancel_task_command(job, task), "cancelling")
+            except EngineUnavailable as e:
+                print(f"{self.prog}: WARNING: cancelling {self.title} task {job}.{task} failed: {e}",
+                      file=sys.stderr)
+        statuses = {}
+        for task in sorted(tasks):
+            code = tasklog.ended_code(self.spec.log_for(task))
+            if code is None:
+                self._close_log(job, task, 1, f"not finished after {max_wait:g} s (--max-wait): cancelled")
+            statuses[task] = 1 if code is None else code
+        return statuses
 
     def _cancel(self, job, tasks, signum):
         """Cancel the job, wait until none of its tasks is queued, close the stopped tasks' logs."""

@@ -1,5 +1,7 @@
 """The local backend (Kaldi's run.pl): tasks run as processes on this machine, at most
 ``slots`` at once, each in its own session so stopping the launcher stops whole task trees.
+Each task runs under guard.py, which kills the task's process group when the launcher dies
+(kill -9 included), so no orphaned task goes on writing into a log a new run may own.
 
 Concurrency: --max-jobs-run if given; else with --gpu N the number of GPUs // N; else the
 number of CPUs, raised to the number of tasks when that is under 1.4 x #CPUs (run.pl's rule,
@@ -22,7 +24,7 @@ import time
 
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.queue import tasklog
+from nnet_tools.queue import guard, tasklog
 from nnet_tools.queue.backend import Backend
 from nnet_tools.queue.spec import THREAD_VARIABLES
 
@@ -121,7 +123,8 @@ class LocalBackend(Backend):
         try:
             started = tasklog.write_header(log, command)
             with open(log, "a") as out:
-                popen = subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL,
+                popen = subprocess.Popen([sys.executable, guard.__file__, str(os.getpid()), "bash", "-c", command],
+                                         stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         except OSError as e:

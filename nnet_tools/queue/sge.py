@@ -12,6 +12,8 @@ import re
 
 from nnet_tools.queue.engine import EngineBackend, EngineUnavailable, TaskState, run_command
 
+TAG_VARIABLE = "nnet_queue"   # a job context variable (-ac): finds a job whose id the submission lost
+
 
 def parse_qstat(text, job):
     """``qstat -g d`` output -> {task: TaskState} for ``job`` (every task it still lists is queued)."""
@@ -49,6 +51,18 @@ def parse_qacct(text):
     return records
 
 
+def parse_found(text, tag):
+    """``qstat -j NAME`` output -> ids of the jobs whose context holds ``tag``."""
+    ids, job = [], None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "job_number":
+            job = value.strip()
+        elif key.strip() == "context" and f"{TAG_VARIABLE}={tag}" in [v.strip() for v in value.split(",")] and job not in ids:
+            ids.append(job)
+    return ids
+
+
 def job_name(base):
     """A log name as a job name Grid Engine accepts (no '/:@\\*?', not starting with a digit)."""
     name = re.sub(r"[/:@\\*?\s]", "_", base)
@@ -63,7 +77,8 @@ class SgeBackend(EngineBackend):
 
     def submit_options(self, files, tasks):
         # One range: the wrapper skips numbers in it that are not to run (--pick).
-        options = ["-terse", "-N", job_name(files.base), "-o", files.output, "-t", f"{min(tasks)}-{max(tasks)}"]
+        options = ["-terse", "-N", job_name(files.base), "-o", files.output, "-ac", f"{TAG_VARIABLE}={self.tag}",
+                   "-t", f"{min(tasks)}-{max(tasks)}"]
         if self.spec.max_jobs_run:
             options += ["-tc", str(self.spec.max_jobs_run)]
         return options
@@ -90,3 +105,14 @@ class SgeBackend(EngineBackend):
 
     def cancel_command(self, job):
         return ["qdel", job]
+
+    def cancel_task_command(self, job, task):
+        return ["qdel", job, "-t", str(task)]
+
+    def find_jobs(self, name, tag):
+        try:
+            return parse_found(run_command(["qstat", "-j", job_name(name)], "qstat"), tag)
+        except EngineUnavailable as e:
+            if "do not exist" in str(e):     # no job of that name
+                return []
+            raise

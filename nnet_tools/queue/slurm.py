@@ -20,6 +20,7 @@ NEVER_RUNS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "Ba
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
                 "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 SQUEUE_FORMAT = "ArrayTaskID:|,State:|,exit_code:|,Reason:"
+TAG_PREFIX = "nnet-queue:"   # the job's --comment: finds a job whose id the submission lost
 
 
 def parse_squeue(text):
@@ -37,6 +38,16 @@ def parse_squeue(text):
         problem = f"pending for reason {reason}" if state == "PENDING" and reason in NEVER_RUNS else None
         states[task] = TaskState(state not in FINAL_STATES, code, problem, f"state {state}, reason {reason}")
     return states
+
+
+def parse_found(text, tag):
+    """``squeue --format=%F|%k`` output -> ids of the array jobs whose comment is ``tag``'s."""
+    ids = []
+    for line in text.splitlines():
+        job, _, comment = line.strip().partition("|")
+        if comment == TAG_PREFIX + tag and job not in ids:
+            ids.append(job)
+    return ids
 
 
 def parse_jobcomp(text, job):
@@ -63,7 +74,7 @@ class SlurmBackend(EngineBackend):
         if self.spec.max_jobs_run:
             array += f"%{self.spec.max_jobs_run}"
         return ["--parsable", f"--job-name={files.base}", f"--output={files.output}", "--open-mode=append",
-                f"--array={array}"]
+                f"--comment={TAG_PREFIX}{self.tag}", f"--array={array}"]
 
     def job_id(self, stdout):
         return stdout.strip().split(";")[0]     # "<id>" or "<id>;<cluster>"
@@ -99,3 +110,10 @@ class SlurmBackend(EngineBackend):
 
     def cancel_command(self, job):
         return ["scancel", job]
+
+    def cancel_task_command(self, job, task):
+        return ["scancel", f"{job}_{task}"]
+
+    def find_jobs(self, name, tag):
+        return parse_found(run_command(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%F|%k"],
+                                       "squeue"), tag)

@@ -16,6 +16,11 @@ _SUSPICIOUS = re.compile(r"^[A-Za-z_]\w*=\S*:\S*$")     # JOB=a:b, JOB=1:, ...
 # Options every backend understands; engine backends map them (and any other --name) through
 # the queue config, the local backend uses them directly.
 GENERIC_OPTIONS = ("mem", "gpu", "num_threads", "max_jobs_run", "config", "pick")
+# How the cluster launcher rides out faults (seconds; the launcher consumes them, no engine flag):
+# submission tries and the pause between them (Kaldi's queue.pl: 4 tries, 20 s apart), how
+# long a task the engine no longer runs may take to show its footer before it counts as
+# failed (shared file systems lag), and the longest wait for a task (default: no limit).
+FAULT_OPTIONS = {"submit_tries": 4, "submit_retry_delay": 20.0, "lost_grace": 75.0, "max_wait": None}
 PICK_CHOICES = ("all", "failed", "incomplete")
 # Set to --num-threads in a task's environment, so torch (OpenMP, MKL) uses that many threads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -51,6 +56,10 @@ class JobSpec:
         """The --max-jobs-run limit, or None when not given."""
         value = self.options.get("max_jobs_run")
         return None if value is None else int(value)
+
+    def fault_option(self, name):
+        value = self.options.get(name, FAULT_OPTIONS[name])
+        return None if value is None else float(value)
 
     @property
     def pick(self):
@@ -105,6 +114,16 @@ def _positive_int(name, value, minimum=1):
     return number
 
 
+def _number(name, value, minimum):
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if number is None or not number >= minimum or number == float("inf"):
+        raise NnetError(f"invalid value '{value}' for --{name.replace('_', '-')}: expected a number >= {minimum}")
+    return number
+
+
 def _set_option(options, name, value):
     if name in ("num_threads", "max_jobs_run"):
         number = _positive_int(name, value)
@@ -114,6 +133,8 @@ def _set_option(options, name, value):
         value = str(number)
     elif name == "gpu":
         value = str(_positive_int(name, value, minimum=0))
+    elif name in FAULT_OPTIONS:
+        value = str(_number(name, value, minimum=1 if name == "submit_tries" else 0))
     elif name == "pick" and value not in PICK_CHOICES:
         raise NnetError(f"invalid value '{value}' for --pick: expected one of {', '.join(PICK_CHOICES)}")
     options[name] = value

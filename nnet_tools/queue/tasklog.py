@@ -31,6 +31,12 @@ def write_header(log, command):
     directory = os.path.dirname(log)
     if directory:
         os.makedirs(directory, exist_ok=True)
+    # A new file, not the old one truncated: a stray task of an earlier run still holding the
+    # old one open then writes into that, never into this run's log.
+    try:
+        os.unlink(log)
+    except FileNotFoundError:
+        pass
     with open(log, "w") as f:
         f.write(f"# {command}\n# Started at {date()}\n#\n")
     return int(time.time())
@@ -53,13 +59,16 @@ def write_footer(log, started, returncode, threads=1):
 def shell_header(log_var, command_var):
     """Bash lines doing what write_header does, for a wrapper script run by a cluster task
     (the variables named hold the log path and the command line)."""
-    return [f'mkdir -p "$(dirname "${log_var}")"; started=$(date +%s)',
-            f"printf '# %s\\n# Started at %s\\n#\\n' \"${command_var}\" \"{_SHELL_DATE}\" >\"${log_var}\""]
+    return [f'mkdir -p "$(dirname "${log_var}")"; started=$(date +%s); rm -f "${log_var}"',
+            f"printf '# %s\\n# Started at %s\\n#\\n' \"${command_var}\" \"{_SHELL_DATE}\" >\"${log_var}\"",
+            f'log_inode=$(stat -c %i "${log_var}")']
 
 
 def shell_footer(log_var, code_var, threads):
-    """Bash lines doing what write_footer does, with the exit status held in ``code_var``."""
-    return ["elapsed=$(( $(date +%s) - started ))",
+    """Bash lines doing what write_footer does, with the exit status held in ``code_var``;
+    not if the log is no longer this task's (a later run of the same command replaced it)."""
+    return ['[ "$(stat -c %i "$' + log_var + '" 2>/dev/null)" = "$log_inode" ] || exit 1',
+            "elapsed=$(( $(date +%s) - started ))",
             f"printf '# Accounting: time=%d threads={threads}\\n# Ended (code %d) at %s, elapsed time %d seconds\\n' "
             f"$elapsed ${code_var} \"{_SHELL_DATE}\" $elapsed >>\"${log_var}\""]
 

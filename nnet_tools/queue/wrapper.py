@@ -111,12 +111,14 @@ def script_text(spec, files, task_variable, tasks, environ=None):
     ]
     if spec.name:
         lines.append(f'command=${{command//{spec.name}/$task}} log=${{log//{spec.name}/$task}}')
+    lines += tasklog.shell_header("log", "command") + ["no_gpu="]
     if spec.gpu > 0:
         lines += _claim_gpus(spec.gpu)
     lines += [
-        *tasklog.shell_header("log", "command"),
-        'bash -c "$command" </dev/null >>"$log" 2>&1',
-        "code=$?",
+        'if [ -z "$no_gpu" ]; then bash -c "$command" </dev/null >>"$log" 2>&1; code=$?; '
+        'else echo "nnet-queue: $no_gpu" >>"$log"; code=1; fi',
+        ]
+    lines += [
         *tasklog.shell_footer("log", "code", spec.num_threads),
         f'touch {q(files.marker_prefix)}"$task"',
         "exit $(( code == 0 ? 0 : 1 ))",
@@ -125,9 +127,12 @@ def script_text(spec, files, task_variable, tasks, environ=None):
 
 
 def _claim_gpus(count):
-    """Bash: unless the engine set CUDA_VISIBLE_DEVICES, take ``count`` GPUs nobody holds."""
+    """Bash: unless the engine set CUDA_VISIBLE_DEVICES, take ``count`` GPUs nobody holds; if
+    there are not that many, set ``no_gpu`` to why (the task fails: never silently on CPU)."""
     return [
-        'if [ -z "${CUDA_VISIBLE_DEVICES+set}" ] && command -v nvidia-smi >/dev/null; then',
+        'if [ -z "${CUDA_VISIBLE_DEVICES+set}" ] && ! command -v nvidia-smi >/dev/null; then',
+        f'  no_gpu="--gpu {count}: the engine named no GPU and there is no nvidia-smi on $(hostname) to find one"',
+        'elif [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then',
         "  gpus= n=0",
         "  for g in $(nvidia-smi --query-gpu=index --format=csv,noheader); do",
         f'    lock="{GPU_LOCK}"; [ -e "$lock" ] || (umask 0; : >"$lock")',
@@ -136,6 +141,8 @@ def _claim_gpus(count):
         f"    [ $n -lt {count} ] || break",
         "  done",
         "  export CUDA_VISIBLE_DEVICES=$gpus",
+        f'  [ $n -ge {count} ] || no_gpu="--gpu {count}: only $n GPU(s) of $(hostname) free'
+        f' (the others are held by nnet-queue tasks: {GPU_LOCK.replace("$g", "*")})"',
         "fi",
     ]
 

@@ -39,16 +39,21 @@ def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
     stats, skipped = Stats(0.0, 0.0, 0), 0
     with tables.RandomAccessIntVectors(targets_rspecifier) as targets:
         for key, feats in tables.read_matrices(feats_rspecifier):
+            if len(feats) == 0:
+                skipped += 1
+                logger.warning(f"{feats_rspecifier}: utterance {key!r} has no frames; skipping it")
+                continue
             if key not in targets or len(targets[key]) != len(feats):
                 skipped += 1
                 logger.warning(f"{targets_rspecifier}: no targets (or wrong length) for utterance {key!r}; skipping it")
                 continue
             labels = torch.from_numpy(targets[key].astype(np.int64))
-            if labels.max() >= model.output_dim or labels.min() < 0:
-                raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(labels.max())} "
+            bad = labels[(labels < 0) | (labels >= model.output_dim)]
+            if len(bad):
+                raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(bad[0])} "
                                 f"outside [0, {model.output_dim})")
             stats.add(torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device)), labels)
     if stats.frames == 0:
         raise NnetError(f"{feats_rspecifier}: no utterance with targets to evaluate on")
-    logger.info(f"Evaluated {stats.frames} frames; skipped {skipped} utterances without matching targets.")
+    logger.info(f"Evaluated {stats.frames} frames; skipped {skipped} utterances without frames or matching targets.")
     return stats

@@ -1,4 +1,5 @@
 """Reading the numbers back out of Kaldi-shaped logs (driver job selection, reports)."""
+import math
 import re
 
 OBJF_RE = re.compile(r"Overall average objective function for 'output' is (\S+(?: \+ \S+ = \S+)?) over (\d+) frames")
@@ -15,12 +16,16 @@ def _read(path):
 
 
 def train_objective(path):
-    """The last 'Overall average objective function' of a train log ('a + b = c' -> c); None
-    when the log is missing or has none (Kaldi scores that job -100000; we call it failed)."""
+    """The last 'Overall average objective function' of a train log ('a + b = c' -> c).
+
+    None when the log is missing, has no such line (the job died first) or the value is not
+    finite: the job failed, and must not be counted, or chosen, as if it had an objective
+    (Kaldi scores it -100000, which let a missing log pass silently)."""
     found = OBJF_RE.findall(_read(path))
     if not found:
         return None
-    return float(found[-1][0].split("=")[-1])
+    value = float(found[-1][0].split("=")[-1])
+    return value if math.isfinite(value) else None
 
 
 def compute_prob(path):

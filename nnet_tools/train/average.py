@@ -21,6 +21,15 @@ def check_same_structure(models, paths):
             raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
 
 
+def check_finite(models, paths):
+    """A model with NaN/inf anywhere would make the average NaN: refuse it, naming it."""
+    for model, path in zip(models, paths):
+        bad = model.nonfinite()
+        if bad:
+            raise NnetError(f"{path}: non-finite values (NaN or inf) in {', '.join(bad)}; refusing to "
+                            f"average it (its training job diverged?)")
+
+
 def normalized_weights(weights, n):
     if weights is None:
         return [1.0 / n] * n

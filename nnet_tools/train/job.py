@@ -6,6 +6,7 @@ max-change and globally by max-param-change, exactly as Kaldi's trainer does. Ka
 options: l2 regularization (each layer's l2-regularize times --l2-regularize-factor) and backstitch
 (--backstitch-training-scale/-interval); both are off by default and cost nothing then.
 """
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,11 +87,15 @@ class _Objective:
         return average
 
 
-def _gradient_deltas(model, components, x, y, lr):
+def _gradient_deltas(model, components, x, y, lr, archive, mb):
     """Forward and backward on one minibatch: (objective, per-component lr-scaled deltas)."""
     model.zero_grad(set_to_none=True)
     objf = model(x).gather(1, y.unsqueeze(1)).sum()
-    (-objf).backward()
+    try:
+        (-objf).backward()
+    except NnetError as e:  # natural gradient on non-finite values; say which came first
+        _check_finite(objf.item(), archive, mb)
+        raise NnetError(f"{archive.path}: minibatch {mb}: {e}") from None
     # delta = lr * d(objf)/d(param), per component and its learning-rate factor.
     return objf, [[p.grad * (-lr * a.learning_rate_factor) for p in ps] for a, ps in components]
 
@@ -127,6 +132,14 @@ def _log_settings(opts, names, components, l2_terms, phase):
     if opts.backstitch_training_scale > 0:
         logger.info(f"Backstitch training with scale {opts.backstitch_training_scale:g} on the minibatches "
                     f"whose index % {opts.backstitch_training_interval} == {phase}.")
+
+
+def _check_finite(objf, archive, mb):
+    """A NaN or infinite objective fails the job: its model would poison the average."""
+    if not math.isfinite(objf):
+        raise NnetError(f"{archive.path}: minibatch {mb}: objective function is {objf} (non-finite): "
+                        f"training diverged (learning rate too high?) or the egs hold NaN/inf; "
+                        f"not writing a model")
 
 
 def train_one_job(model, archive, opts, device="cpu"):
@@ -167,16 +180,16 @@ def train_one_job(model, archive, opts, device="cpu"):
             # that point applied with 1 + alpha; the same dropout masks in both passes.
             rng = _rng_state(device)
             model.freeze_natural_gradient(True)
-            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate)
+            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate, archive, mb)
             model.freeze_natural_gradient(False)
             update(deltas, -alpha, alpha)
             _set_rng_state(rng, device)
-            objf2, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate)
+            objf2, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate, archive, mb)
             _add_l2(components, deltas, l2_terms, frames / (1.0 + alpha))
             update(deltas, 1.0 + alpha, 1.0 + alpha)
             backstitched.add(mb, objf2.item(), frames)
         else:
-            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate)
+            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate, archive, mb)
             if opts.momentum:
                 if momentum_deltas is not None:
                     for ds, olds in zip(deltas, momentum_deltas):
@@ -186,9 +199,14 @@ def train_one_job(model, archive, opts, device="cpu"):
                 _add_l2(components, deltas, l2_terms, frames)
             result = update(deltas, 1.0 - opts.momentum)
             momentum_deltas = deltas if (opts.momentum and result.applied) else None
+        _check_finite(objf.item(), archive, mb)
         output.add(mb, objf.item(), frames)
     if output.tot_frames == 0:
         raise NnetError(f"{archive.path}: no egs to train on at frame {opts.frame} (minibatch size {opts.minibatch_size})")
+    bad = model.nonfinite()
+    if bad:
+        raise NnetError(f"{archive.path}: parameters became non-finite (NaN or inf) in {', '.join(bad)}: "
+                        f"training diverged; not writing a model")
     average = output.log_total()
     if backstitched.tot_frames:
         backstitched.log_total()

@@ -164,6 +164,10 @@ class OuterLoop:
 
     def stages(self, stage, exit_stage, config, input_model):
         self.write_srand()
+        cmvn_opts = os.path.join(self.egs_dir, "cmvn_opts")
+        if os.path.exists(cmvn_opts):  # as Kaldi: decoding reads the CMVN the egs were made with here
+            with open(cmvn_opts) as f:
+                write_text(self.path("cmvn_opts"), f.read())
         if stage <= -1:
             self.init_model(config, input_model)
         self.say(f"{self.name}: will train for {self.opts.num_epochs} epochs = {self.num_iters} iterations")

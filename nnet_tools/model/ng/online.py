@@ -22,6 +22,7 @@ import math
 
 import torch
 
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 
 _NUM_INITIAL_UPDATES = 10       # Kaldi hard-codes 10 updates before skipping any.
@@ -207,7 +208,11 @@ class OnlineNaturalGradient:
         Z.diagonal().add_(d_rho.square(), alpha=eta1 ** 2)
         # Z scales with the 4th power of the data: normalise before the eigendecomposition.
         z_scale = max(float(Z.trace()), 1.0)
-        c, U = torch.linalg.eigh(Z / z_scale)
+        try:
+            c, U = torch.linalg.eigh(Z / z_scale)
+        except torch.linalg.LinAlgError:
+            raise NnetError("natural gradient: the eigendecomposition of the Fisher estimate failed, as its "
+                            "inputs or derivatives are not finite (NaN or inf)") from None
         c, U = c.flip(0) * z_scale, U.flip(1)            # descending, as Kaldi's SortSvd
         c_first, c_last = c[[0, -1]].tolist()
         c_floor = (rho * eta1) ** 2

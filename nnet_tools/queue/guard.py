@@ -1,0 +1,57 @@
+"""Run a local task so that it cannot outlive the launcher: ``guard.py PARENT_PID COMMAND...``.
+
+The local backend starts each task as this small process, the leader of the task's own
+process group, with the command as its child. On Linux the kernel sends it SIGUSR2 when the
+launcher dies (prctl PR_SET_PDEATHSIG), however it dies (kill -9 included); it then kills its
+whole process group, so no task goes on writing into a log that a new run may own. Otherwise
+it waits for the command and exits as the command did (same code, or same signal), so the
+launcher reads the task's status exactly as if it had run the command itself.
+
+Standard library only, and run by file path: every task pays its start-up time.
+"""
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+PR_SET_PDEATHSIG = 1
+PARENT_DIED = signal.SIGUSR2
+
+
+def _kill_group(signum=None, frame=None):
+    os.killpg(0, signal.SIGKILL)
+
+
+def _die_with_parent(parent):
+    """Arrange SIGUSR2 -> kill the group when ``parent`` dies; False where Linux's prctl is missing."""
+    signal.signal(PARENT_DIED, _kill_group)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(PARENT_DIED), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:   # it died before prctl took effect
+        _kill_group()
+    return True
+
+
+def main(argv):
+    parent, command = int(argv[0]), argv[1:]
+    _die_with_parent(parent)
+    # The launcher stops a task by signalling its group, child included: wait for the child's
+    # end. A handler (not SIG_IGN) is reset by exec, so the child gets these signals as usual.
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, lambda signum, frame: None)
+    code = subprocess.Popen(command).wait()
+    if code < 0:   # killed by a signal: end the same way, so the launcher logs 'signal N'
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        code = 128 - code
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
