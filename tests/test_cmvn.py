@@ -172,3 +172,16 @@ def test_bad_input_is_one_line(data_dir, tmp_path):
     with pytest.raises(NnetError, match="no cmvn.scp"):
         cmvn.CmvnApplier.from_data_dir(d)
     assert not (tmp_path / "o.ark").exists()
+
+
+def test_cmvn_opts_strings():
+    assert cmvn.parse_cmvn_opts("") == (True, False)  # apply-cmvn's defaults
+    assert cmvn.parse_cmvn_opts("--norm-vars=true") == (True, True)
+    assert cmvn.parse_cmvn_opts("--norm-vars --norm-means=True") == (True, True)
+    assert cmvn.parse_cmvn_opts("--norm-means=false") == (False, False)
+    for opts in ("--norm-means=true --norm-vars=false", "--norm-means=false", "--norm-means=true --norm-vars=true"):
+        assert cmvn.format_cmvn_opts(*cmvn.parse_cmvn_opts(opts)) == opts
+    with pytest.raises(NnetError, match="unsupported option '--norm-var=true'"):
+        cmvn.parse_cmvn_opts("--norm-var=true")
+    with pytest.raises(NnetError, match="'--norm-vars=yes': the value must be true or false"):
+        cmvn.parse_cmvn_opts("--norm-vars=yes")

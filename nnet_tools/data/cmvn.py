@@ -114,6 +114,38 @@ def _read_pairs(path, what):
         yield fields
 
 
+def parse_cmvn_opts(text, where="--cmvn-opts"):
+    """Kaldi's cmvn_opts string, e.g. '--norm-vars=true', -> (norm_means, norm_vars), with
+    apply-cmvn's defaults (true, false). A bare '--norm-vars' means true, as in Kaldi."""
+    values = {"--norm-means": True, "--norm-vars": False}
+    for token in (text or "").split():
+        name, eq, value = token.partition("=")
+        if name not in values:
+            raise NnetError(f"{where}: unsupported option '{token}' (only --norm-means and --norm-vars)")
+        if not eq:
+            value = "true"
+        if value.lower() not in ("true", "false"):
+            raise NnetError(f"{where}: '{token}': the value must be true or false")
+        values[name] = value.lower() == "true"
+    return values["--norm-means"], values["--norm-vars"]
+
+
+def format_cmvn_opts(norm_means, norm_vars):
+    """The cmvn_opts string that get_egs records: apply-cmvn's options for what was done."""
+    if not norm_means:
+        return "--norm-means=false"
+    return f"--norm-means=true --norm-vars={str(norm_vars).lower()}"
+
+
+def applier_for(cmvn=None, utt2spk=None, cmvn_opts=""):
+    """The CmvnApplier programs build from --cmvn, --utt2spk and --cmvn-opts; None without --cmvn."""
+    if cmvn is None:
+        if utt2spk is not None:
+            raise NnetError(f"--utt2spk={utt2spk} given without --cmvn (the statistics to apply)")
+        return None
+    return CmvnApplier(cmvn, utt2spk, *parse_cmvn_opts(cmvn_opts))
+
+
 def _is_rspecifier(name):
     options = name.partition(":")[0]
     return ":" in name and any(o.strip() in ("ark", "scp") for o in options.split(","))
@@ -150,7 +182,7 @@ class CmvnApplier:
 
     def opts(self):
         """Kaldi's cmvn_opts string for these options, as get_egs records it."""
-        return f"--norm-means={str(self.norm_means).lower()} --norm-vars={str(self.norm_vars).lower()}"
+        return format_cmvn_opts(self.norm_means, self.norm_vars)
 
     def stats(self, utt):
         """The [2, D+1] statistics that normalise utterance ``utt``."""

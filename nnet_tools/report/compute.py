@@ -38,8 +38,9 @@ def read_priors(path, dim):
     return torch.log(priors / priors.sum())
 
 
-def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
-    """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set).
+def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", cmvn=None):
+    """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set),
+    its features normalised first by ``cmvn`` (a data.cmvn.CmvnApplier) if given.
 
     Utterances without targets, or whose targets do not match their frame count, are skipped
     and counted, as Kaldi's egs dumping does."""
@@ -54,6 +55,8 @@ def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
             if labels.max() >= model.output_dim or labels.min() < 0:
                 raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(labels.max())} "
                                 f"outside [0, {model.output_dim})")
+            if cmvn is not None:
+                feats = cmvn(key, feats)
             stats.add(torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device)), labels)
     if stats.frames == 0:
         raise NnetError(f"{feats_rspecifier}: no utterance with targets to evaluate on")
