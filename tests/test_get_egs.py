@@ -129,7 +129,7 @@ def test_archive_count_and_info_files(tmp_path):
     assert (values["frames_per_eg"], values["left_context"], values["right_context"], values["feat_dim"]) == (4, 2, 3, 3)
     assert values["output_dim"] == 5  # largest id + 1 when --num-targets is not given
     assert sorted(os.listdir(egs_dir)) == sorted(
-        ["info", "valid_uttlist", "train_subset_uttlist", "valid_diagnostic.egs", "train_diagnostic.egs",
+        ["info", "cmvn_opts", "valid_uttlist", "train_subset_uttlist", "valid_diagnostic.egs", "train_diagnostic.egs",
          "combine.egs"] + [f"egs.{k}.ark" for k in range(1, values["num_archives"] + 1)])  # temp dir gone
     sizes = [a.num_egs for a in archives(egs_dir)]
     assert sum(sizes) > 0 and min(sizes) > 0
