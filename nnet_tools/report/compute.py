@@ -6,7 +6,7 @@ from nnet_tools.data import tables
 from nnet_tools.report.diagnostics import EVAL_BATCH, Stats
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.model.nnet import frame_windows
+from nnet_tools.model.nnet import padded
 
 
 @torch.no_grad()
@@ -15,9 +15,15 @@ def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"
     (scaled log-likelihoods for decoding)."""
     if feats.shape[1] != model.input_dim:
         raise NnetError(f"{where}: utterance {key!r}: feature dim {feats.shape[1]} does not match the model's {model.input_dim}")
+    if feats.shape[0] == 0:
+        return np.zeros((0, model.output_dim), np.float32)
     model.to(device).eval()
-    windows = frame_windows(torch.from_numpy(np.asarray(feats, dtype=np.float32)), model.left_context, model.right_context)
-    out = torch.cat([model(windows[s:s + EVAL_BATCH].to(device)).cpu() for s in range(0, len(windows), EVAL_BATCH)])
+    left, right = model.left_context, model.right_context
+    x = padded(torch.from_numpy(np.asarray(feats, dtype=np.float32)), left, right).to(device)
+    # Chunks of EVAL_BATCH frames, each computed in one pass; a chunk re-reads only its context.
+    t = feats.shape[0]
+    out = torch.cat([model.forward_chunk(x[None, s:min(s + EVAL_BATCH, t) + left + right])[0].cpu()
+                     for s in range(0, t, EVAL_BATCH)])
     if log_priors is not None:
         out -= log_priors
     return out.numpy()
