@@ -29,21 +29,6 @@ def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"
     return out.numpy()
 
 
-def read_priors(path, dim):
-    """Class priors from a Kaldi text vector file ('[ p1 p2 ... ]' or plain numbers), as log-priors."""
-    try:
-        with open(path) as f:
-            values = [float(v) for v in f.read().replace("[", " ").replace("]", " ").split()]
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read priors: {e.strerror}") from None
-    except ValueError:
-        raise NnetError(f"{path}: priors must be a vector of numbers") from None
-    priors = torch.tensor(values, dtype=torch.float32)
-    if len(priors) != dim or (priors <= 0).any():
-        raise NnetError(f"{path}: need {dim} positive priors, got {len(priors)} values")
-    return torch.log(priors / priors.sum())
-
-
 def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", cmvn=None):
     """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set),
     its features normalised first by ``cmvn`` (a data.cmvn.CmvnApplier) if given.
