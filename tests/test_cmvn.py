@@ -84,7 +84,7 @@ def test_variance_floor_and_bad_stats(caplog):
 @pytest.mark.parametrize("norm_vars", [False, True])
 def test_programs_match_numpy_per_speaker(data_dir, tmp_path, norm_vars):
     d, feats, utt2spk = data_dir
-    run("nnet-compute-cmvn-stats", f"--spk2utt={d}/spk2utt", f"scp:{d}/feats.scp",
+    run("nnet-compute-cmvn-stats", f"--spk2utt=ark:{d}/spk2utt", f"scp:{d}/feats.scp",  # Kaldi's spelling
         f"ark,scp:{d}/cmvn.ark,{d}/cmvn.scp", check=True)
     stats = dict(tables.read_double_matrices(f"scp:{d}/cmvn.scp"))
     assert sorted(stats) == ["spkA", "spkB"]
@@ -94,7 +94,7 @@ def test_programs_match_numpy_per_speaker(data_dir, tmp_path, norm_vars):
     np.testing.assert_allclose(stats["spkA"][1, :13], (a * a).sum(0), rtol=1e-6)
 
     out = tmp_path / "normed.ark"
-    r = run("nnet-apply-cmvn", f"--utt2spk={d}/utt2spk", f"--norm-vars={str(norm_vars).lower()}",
+    r = run("nnet-apply-cmvn", f"--utt2spk=ark:{d}/utt2spk", f"--norm-vars={str(norm_vars).lower()}",
             f"scp:{d}/cmvn.scp", f"scp:{d}/feats.scp", f"ark:{out}", check=True)
     what = "mean and variance" if norm_vars else "mean"
     assert f"Applied cepstral {what} normalization to 10 utterances, errors on 0" in r.stderr

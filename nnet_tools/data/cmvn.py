@@ -76,13 +76,25 @@ def apply_cmvn(feats, stats, norm_means=True, norm_vars=False, where="CMVN"):
     return offset.astype(np.float32) + feats * scale.astype(np.float32)
 
 
+def _text_table_file(name, what):
+    """Kaldi programs take utt2spk/spk2utt as rspecifiers ('ark:data/train/utt2spk'); a plain
+    file name is accepted too."""
+    if not _is_rspecifier(name):
+        return name
+    options, _, target = name.partition(":")
+    if "scp" in (o.strip() for o in options.split(",")) or target in ("", "-") or target.rstrip().endswith("|"):
+        raise NnetError(f"{name}: give the {what} file itself (or ark:FILE)")
+    return target
+
+
 def read_utt2spk(path):
-    """A Kaldi ``utt2spk`` file as {utterance: speaker}."""
-    return dict(_read_pairs(path, "utt2spk"))
+    """A Kaldi ``utt2spk`` file (or 'ark:FILE') as {utterance: speaker}."""
+    return dict(_read_pairs(_text_table_file(path, "utt2spk"), "utt2spk"))
 
 
 def read_spk2utt(path):
-    """A Kaldi ``spk2utt`` file as {speaker: [utterances]}, in file order."""
+    """A Kaldi ``spk2utt`` file (or 'ark:FILE') as {speaker: [utterances]}, in file order."""
+    path = _text_table_file(path, "spk2utt")
     try:
         with open(path) as f:
             lines = [line.split() for line in f]
