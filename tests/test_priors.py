@@ -12,6 +12,7 @@ from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io, priors
 from nnet_tools.model.nnet import Nnet
+from nnet_tools.report import compute as report_compute
 
 SET_A = Path("/work/shared/testdata/kaldi-arks/kaldi-io-for-python/tests/data")
 SET_B = Path("/work/shared/testdata/kaldi-arks/kaldi-native-io-generated")
@@ -128,14 +129,19 @@ def test_compute_divides_by_the_models_priors(model, tmp_path):
         out = tmp_path / f"out{len(list(tmp_path.iterdir()))}.ark"
         r = run("nnet-compute", *args, f"ark:{tmp_path}/feats.ark", f"ark:{out}", check=True)
         return dict(tables.read_matrices(f"ark:{out}")), r.stderr
-    post, _ = compute(model)  # no priors in the model: log-posteriors
     like, log = compute(tmp_path / "withp.mdl")
     assert "writing log-likelihoods: log-posterior - log-prior, over 5 priors" in log
-    plain, log = compute("--use-priors=false", tmp_path / "withp.mdl")
-    assert "writing log-posteriors (no priors)" in log
     override, _ = compute("--priors", tmp_path / "p.vec", model)  # a binary vector file, accepted
-    for u in post:
-        np.testing.assert_allclose(np.exp(post[u]).sum(1), 1, rtol=1e-5)
-        np.testing.assert_allclose(like[u], post[u] - np.log(p).astype(np.float32), atol=1e-5)
-        np.testing.assert_allclose(plain[u], post[u], atol=1e-6)
+    net, stored = model_io.load(tmp_path / "withp.mdl", with_priors=True)
+    for u, feats in tables.read_matrices(f"ark:{tmp_path}/feats.ark"):
+        post = report_compute.log_posteriors(net, feats)
+        np.testing.assert_allclose(np.exp(post).sum(1), 1, rtol=1e-5)
+        np.testing.assert_allclose(like[u], post - np.log(p).astype(np.float32), atol=1e-5)
         np.testing.assert_allclose(override[u], like[u], atol=1e-6)
+    # --use-priors false: plain log-posteriors; --priors wins over the model's own.
+    assert priors.log_priors_for_decoding(stored, None, use_priors=False) is None
+    assert priors.log_priors_for_decoding(None, None) is None
+    np.testing.assert_allclose(priors.log_priors_for_decoding(stored, None).numpy(), np.log(p), rtol=1e-6)
+    tables.write_vector(tmp_path / "q.vec", [1, 1, 1, 1, 4], binary=False)
+    np.testing.assert_allclose(priors.log_priors_for_decoding(stored, str(tmp_path / "q.vec"), dim=5).numpy(),
+                               np.log([0.125, 0.125, 0.125, 0.125, 0.5]), rtol=1e-6)
