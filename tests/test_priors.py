@@ -58,6 +58,11 @@ def test_vector_files_round_trip(tmp_path):
             assert head == (b"\0BDV " if double else b"\0BFV ") if binary else head.strip().startswith(b"[")
             np.testing.assert_allclose(tables.read_vector(str(path)), v, rtol=1e-7 if double or binary else 1e-6)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    (tmp_path / "bad.vec").write_text("0.5 oops\n")
+    with pytest.raises(NnetError, match=r"bad.vec: Failed to read vector from stream. Expected \"\[\""):
+        priors.read(str(tmp_path / "bad.vec"))
+    with pytest.raises(NnetError, match="nope.vec: no such file"):
+        priors.read(str(tmp_path / "nope.vec"))
 
 
 def _first_object(ark):

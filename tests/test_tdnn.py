@@ -84,6 +84,19 @@ def test_chunk_forward_equals_frame_by_frame(text, monkeypatch):
     np.testing.assert_allclose(compute.log_posteriors(net, feats.numpy()), per_frame.numpy(), atol=1e-5)
 
 
+def test_models_without_layer_splices_compute_as_before():
+    """The frame forward of a plain spliced MLP is still: pick the splice rows of the window,
+    flatten them, run the layers (what Nnet.forward was before TDNN layers)."""
+    net = randomised(make("input-dim: 4\nsplice: [-3, 0, 2]\nlayers:\n - {type: tanh-batchnorm, dim: 6}\n"
+                          " - {type: relu, dim: 5}\n - {type: output, dim: 3}\n"))
+    windows = torch.randn(9, 3 + 1 + 2, 4)
+    x = windows[:, [0, 3, 5]].flatten(1)
+    for layer in net.layers:
+        x = layer.post(layer.affine(x))
+    with torch.no_grad():
+        torch.testing.assert_close(net(windows), x.detach())
+
+
 def test_chunk_forward_rejects_a_window_without_frames():
     net = make(TDNN)
     with pytest.raises(NnetError, match=r"need input \[batch, 16 \+ T \+ 10, 5\] with T >= 1"):
