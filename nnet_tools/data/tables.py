@@ -32,8 +32,10 @@ from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path
 from nnet_tools.log import logger
 
-__all__ = ["read_matrices", "read_vectors", "read_int_vectors", "RandomAccessMatrices",
-           "RandomAccessIntVectors", "MatrixWriter", "IntVectorWriter"]
+__all__ = ["read_matrices", "read_double_matrices", "read_vectors", "read_int_vectors",
+           "RandomAccessMatrices", "RandomAccessDoubleMatrices", "RandomAccessIntVectors",
+           "MatrixWriter", "DoubleMatrixWriter", "IntVectorWriter", "read_vector", "write_vector",
+           "read_double_matrix"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,11 +201,13 @@ def _to_int32_list(value, where):
     return array.astype(np.int32).tolist()
 
 
-def _to_float_matrix(value, where):
-    array = np.asarray(value)
-    if array.ndim != 2:
-        raise NnetError(f"{where}: expected a 2-D matrix, got shape {array.shape}")
-    return _kni._FloatMatrix(np.ascontiguousarray(array, dtype=np.float32))
+def _to_matrix(kaldi_type, dtype):
+    def convert(value, where):
+        array = np.asarray(value)
+        if array.ndim != 2:
+            raise NnetError(f"{where}: expected a 2-D matrix, got shape {array.shape}")
+        return kaldi_type(np.ascontiguousarray(array, dtype=dtype))
+    return convert
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +221,11 @@ class _Type:
 
 
 _MATRIX = _Type(_kni._SequentialFloatMatrixReader, _kni._RandomAccessFloatMatrixReader,
-                writer=_kni._FloatMatrixWriter, to_kaldi=_to_float_matrix)
+                writer=_kni._FloatMatrixWriter, to_kaldi=_to_matrix(_kni._FloatMatrix, np.float32))
+# CMVN statistics: sums of squares over a speaker's frames need float64, as Kaldi keeps them.
+_DOUBLE_MATRIX = _Type(_kni._SequentialDoubleMatrixReader, _kni._RandomAccessDoubleMatrixReader,
+                       writer=_kni._DoubleMatrixWriter,
+                       to_kaldi=_to_matrix(_kni._DoubleMatrix, np.float64))
 _VECTOR = _Type(_kni._SequentialFloatVectorReader, _kni._RandomAccessFloatVectorReader)
 _INT_VECTOR = _Type(_kni._SequentialInt32VectorReader, _kni._RandomAccessInt32VectorReader,
                     to_numpy=lambda value: np.asarray(value, dtype=np.int32),  # a list of ints
@@ -271,6 +279,11 @@ def read_matrices(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
     return _read_sequential(rspecifier, _MATRIX)
 
 
+def read_double_matrices(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield (key, float64 2-D array): ``read_matrices`` for statistics such as ``cmvn.scp``."""
+    return _read_sequential(rspecifier, _DOUBLE_MATRIX)
+
+
 def read_vectors(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
     """Yield (key, float32 1-D array) for every entry of a float or double vector table."""
     return _read_sequential(rspecifier, _VECTOR)
@@ -317,6 +330,11 @@ class _RandomAccess:
 class RandomAccessMatrices(_RandomAccess):
     """Look matrices up by key: ``with RandomAccessMatrices("scp:feats.scp") as feats: feats[utt]``."""
     _type = _MATRIX
+
+
+class RandomAccessDoubleMatrices(_RandomAccess):
+    """Look float64 matrices up by key, e.g. a speaker's CMVN statistics in ``scp:cmvn.scp``."""
+    _type = _DOUBLE_MATRIX
 
 
 class RandomAccessIntVectors(_RandomAccess):
@@ -431,6 +449,49 @@ class MatrixWriter(_Writer):
     _type = _MATRIX
 
 
+class DoubleMatrixWriter(_Writer):
+    """Write float64 matrices (Kaldi's ``Matrix<double>``, e.g. CMVN statistics)."""
+    _type = _DOUBLE_MATRIX
+
+
 class IntVectorWriter(_Writer):
     """Write int32 vectors (alignments, targets), e.g. ``IntVectorWriter("ark:ali.ark")``."""
     _type = _INT_VECTOR
+
+
+# ---------------------------------------------------------------------------------------------
+# Single objects (Kaldi's rxfilename / wxfilename: a file, '-', or a pipe), not tables.
+
+def _read_object(kaldi_type, rxfilename):
+    if _is_plain_file(rxfilename) and not os.path.isfile(rxfilename):
+        what = "is a directory" if os.path.isdir(rxfilename) else "no such file"
+        raise NnetError(f"{rxfilename}: {what}")
+    kaldi = _Kaldi(rxfilename)
+    value = kaldi(lambda: kaldi_type.read(rxfilename), capture=not _is_pipe(rxfilename))
+    kaldi.log_pending()
+    return np.array(value.numpy(), dtype=np.float64, copy=True)
+
+
+def read_vector(rxfilename) -> np.ndarray:
+    """One Kaldi vector file as float64: binary (float ``\\0BFV`` or double ``\\0BDV``) or text
+    (``[ 1 2 3 ]``), as Kaldi's ReadKaldiObject reads it."""
+    return _read_object(_kni._DoubleVector, rxfilename)
+
+
+def read_double_matrix(rxfilename) -> np.ndarray:
+    """One Kaldi matrix file (binary or text, float or double) as float64, e.g. global CMVN stats."""
+    return _read_object(_kni._DoubleMatrix, rxfilename)
+
+
+def write_vector(path, vector, binary=True, double=False):
+    """Write one Kaldi vector file atomically: binary ``\\0BFV`` (``\\0BDV`` if ``double``) or text."""
+    array = np.ascontiguousarray(vector, dtype=np.float64 if double else np.float32)
+    if array.ndim != 1:
+        raise NnetError(f"{path}: expected a 1-D vector, got shape {array.shape}")
+    value = (_kni._DoubleVector if double else _kni._FloatVector)(array)
+    kaldi = _Kaldi(str(path))
+    try:
+        with atomic_path(path) as tmp:
+            kaldi(lambda: value.write(tmp, binary))
+    except OSError as e:
+        raise NnetError(f"{path}: cannot write: {e.strerror}") from None

@@ -1,0 +1,33 @@
+import sys
+
+import click
+
+from nnet_tools.data import cmvn, tables
+from nnet_tools.log import logger
+from nnet_tools.cli.common import program
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--spk2utt", default=None, help="spk2utt file: accumulate statistics per speaker, keyed by speaker.")
+@click.option("--binary", type=bool, default=True, help="Write binary (true) or text (false) matrices.")
+@click.argument("feats_rspecifier")
+@click.argument("stats_wspecifier")
+@program("nnet-compute-cmvn-stats")
+def main(feats_rspecifier, stats_wspecifier, spk2utt, binary):
+    """Compute CMVN statistics, per utterance or per speaker (Kaldi's compute-cmvn-stats):
+    [2, dim+1] double matrices, row 0 the sums and the frame count, row 1 the sums of squares.
+
+    \b
+    Example:
+      nnet-compute-cmvn-stats --spk2utt=data/train/spk2utt scp:data/train/feats.scp \\
+          ark,scp:data/train/cmvn.ark,data/train/cmvn.scp
+    """
+    if not binary:
+        options, _, target = stats_wspecifier.partition(":")
+        stats_wspecifier = f"{options},t:{target}"
+    counts = {}
+    with tables.DoubleMatrixWriter(stats_wspecifier) as writer:
+        for key, stats in cmvn.speaker_stats(feats_rspecifier, spk2utt, counts):
+            writer.write(key, stats)
+    logger.info(f"Done accumulating CMVN stats for {counts['done']} utterances; {counts['errors']} had errors.")
+    sys.exit(0 if counts["done"] else 1)
