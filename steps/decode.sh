@@ -37,6 +37,6 @@ else
   [ -n "$priors" ] || { echo "$0: --nnet needs --priors (class counts from the alignments)" 1>&2; exit 1; }
   likes="nnet-compute --use-gpu $use_gpu --priors $priors $nnet \"$feats\" ark:-"
 fi
-$cmd JOB=1:$nj $dir/log/decode.JOB.log \
+$cmd JOB=1:$nj $dir/log/decode.JOB.log bash -c \
   "$likes | nnet-decode-faster-mapped --acoustic-scale $acwt --beam $beam --max-active $max_active $trans_model $graphdir/HCLG.fst ark:- ark,t:$dir/words.JOB.txt"
 local/score.sh $data $graphdir $dir

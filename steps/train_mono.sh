@@ -70,5 +70,5 @@ while [ $x -lt $num_iters ]; do
 done
 cp $dir/$x.mdl $dir/final.mdl
 rm -f $dir/feats.*.ark
-grep -h "Overall avg like per frame (Gaussian only)" $dir/log/acc.$((x-1)).*.log | sed 's/^.*) //' | head -1
+grep -h "Overall avg like per frame (Gaussian only)" $dir/log/acc.$((x-1)).*.log | sed 's/^LOG ([^)]*) //' | head -1
 echo "$0: done training monophone system in $dir"

@@ -13,8 +13,10 @@ num_speakers=50
 nj=2
 mono_iters=20        # Kaldi's train_mono.sh: 40 passes; 20 suffice at the default size
 totgauss=600         # Kaldi: 1000
-num_epochs=4
+num_epochs=1
 use_gpu=no
+frames_per_eg=4
+max_egs_per_archive=100000   # Kaldi: --samples-per-iter 400000
 . ./cmd.sh
 . utils/parse_options.sh
 export PATH=$PWD/utils:$PATH
@@ -22,7 +24,7 @@ mkdir -p exp
 times=exp/stage_times
 [ $stage -le 0 ] && : > $times
 t0=$(date +%s)
-stage_done() { local t=$(date +%s); echo "$1 $((t - t0))" >> $times; t0=$t; }
+stage_done() { local t=$(date +%s); sed -i "/^$1 /d" $times; echo "$1 $((t - t0))" >> $times; t0=$t; }
 
 if [ $stage -le 0 ]; then
   command -v espeak-ng > /dev/null || { echo "$0: espeak-ng not found (apt-get install espeak-ng)" 1>&2; exit 1; }
@@ -87,8 +89,15 @@ fi
 num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
 if [ $stage -le 6 ]; then
   sed "s/dim: 62}/dim: $num_pdfs}/" conf/model.yaml > exp/model.yaml
-  steps/get_egs.sh --cmd "$train_cmd" --frames-per-eg 8 --left-context 5 --right-context 5 \
-    --samples-per-iter 4000 --num-utts-subset 100 --num-targets $num_pdfs data/train_fbank exp/egs
+  # Diagnostic subsets of 100 utterances (Kaldi: 300), fewer on a small corpus.
+  ntrain=$(wc -l < data/train_fbank/targets.scp)
+  subset=$(( ntrain / 5 < 100 ? ntrain / 5 : 100 ))
+  # At least num-jobs-final (4) archives, and no more than $max_egs_per_archive egs in one.
+  frames=$(tr -d '[]' < exp/mono_ali/pdf_counts | awk '{ for (i = 1; i <= NF; i++) t += $i - 1 } END { print t }')
+  samples_per_iter=$(awk -v f=$frames -v e=$frames_per_eg -v m=$max_egs_per_archive \
+    'BEGIN { a = int(f / e / m) + 1; if (a < 4) a = 4; print int(f / e / a) + 10 }')
+  steps/get_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --left-context 5 --right-context 5 \
+    --samples-per-iter $samples_per_iter --num-utts-subset $subset --num-targets $num_pdfs data/train_fbank exp/egs
   stage_done egs
 fi
 
