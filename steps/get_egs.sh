@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Dump shuffled training examples (egs) from a data dir: DATA/feats.scp + DATA/targets.scp
 # (per-frame class ids) -> EGS_DIR/egs.*.ark, diagnostic and combine subsets, info/.
+# With DATA/cmvn.scp (and DATA/utt2spk) the features get per-speaker CMVN first, as Kaldi's
+# get_egs.sh does (apply-cmvn's defaults: means only); --apply-cmvn false turns it off.
 help_message="Usage: steps/get_egs.sh [options] <data-dir> <egs-dir>
  e.g.: steps/get_egs.sh --cmd \"\$train_cmd\" --frames-per-eg 8 --left-context 5 --right-context 5 data/train exp/egs
 Options: --cmd, --frames-per-eg, --left-context, --right-context, --samples-per-iter,
-         --num-utts-subset, --num-targets, --srand"
+         --num-utts-subset, --num-targets, --srand,
+         --apply-cmvn true|false (default true: use DATA/cmvn.scp when there is one),
+         --cmvn-opts '--norm-vars=true' (apply-cmvn options; default: means only)"
 set -euo pipefail
 cmd="nnet-queue local"
 frames_per_eg=8
@@ -14,6 +18,8 @@ samples_per_iter=400000
 num_utts_subset=300
 num_targets=
 srand=0
+apply_cmvn=true
+cmvn_opts=
 . "$(dirname "$0")/parse_options.sh"
 [ $# -eq 2 ] || { echo "$help_message" 1>&2; exit 1; }
 data=$1
@@ -24,6 +30,13 @@ done
 opts=(--frames-per-eg "$frames_per_eg" --left-context "$left_context" --right-context "$right_context"
       --samples-per-iter "$samples_per_iter" --num-utts-subset "$num_utts_subset" --srand "$srand")
 [ -n "$num_targets" ] && opts+=(--num-targets "$num_targets")
+case "$apply_cmvn" in true|false) ;; *) echo "$0: --apply-cmvn must be true or false" 1>&2; exit 1 ;; esac
+if $apply_cmvn && [ -f "$data/cmvn.scp" ]; then
+  [ -f "$data/utt2spk" ] || { echo "$0: $data/cmvn.scp needs $data/utt2spk" 1>&2; exit 1; }
+  opts+=(--cmvn "scp:$data/cmvn.scp" --utt2spk "$data/utt2spk" --cmvn-opts "$cmvn_opts")
+elif $apply_cmvn && [ -n "$cmvn_opts" ]; then
+  echo "$0: --cmvn-opts given but there is no $data/cmvn.scp" 1>&2; exit 1
+fi
 mkdir -p "$dir/log"
 $cmd "$dir/log/get_egs.log" nnet-get-egs "${opts[@]}" "scp:$data/feats.scp" "scp:$data/targets.scp" "$dir"
-echo "$0: wrote $(cat "$dir/info/num_archives") archives of $(cat "$dir/info/egs_per_archive") egs to $dir"
+echo "$0: wrote $(cat "$dir/info/num_archives") archives of $(cat "$dir/info/egs_per_archive") egs to $dir (cmvn_opts: $(cat "$dir/cmvn_opts"))"

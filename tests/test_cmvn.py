@@ -84,7 +84,7 @@ def test_variance_floor_and_bad_stats(caplog):
 @pytest.mark.parametrize("norm_vars", [False, True])
 def test_programs_match_numpy_per_speaker(data_dir, tmp_path, norm_vars):
     d, feats, utt2spk = data_dir
-    run("nnet-compute-cmvn-stats", f"--spk2utt={d}/spk2utt", f"scp:{d}/feats.scp",
+    run("nnet-compute-cmvn-stats", f"--spk2utt=ark:{d}/spk2utt", f"scp:{d}/feats.scp",  # Kaldi's spelling
         f"ark,scp:{d}/cmvn.ark,{d}/cmvn.scp", check=True)
     stats = dict(tables.read_double_matrices(f"scp:{d}/cmvn.scp"))
     assert sorted(stats) == ["spkA", "spkB"]
@@ -94,7 +94,7 @@ def test_programs_match_numpy_per_speaker(data_dir, tmp_path, norm_vars):
     np.testing.assert_allclose(stats["spkA"][1, :13], (a * a).sum(0), rtol=1e-6)
 
     out = tmp_path / "normed.ark"
-    r = run("nnet-apply-cmvn", f"--utt2spk={d}/utt2spk", f"--norm-vars={str(norm_vars).lower()}",
+    r = run("nnet-apply-cmvn", f"--utt2spk=ark:{d}/utt2spk", f"--norm-vars={str(norm_vars).lower()}",
             f"scp:{d}/cmvn.scp", f"scp:{d}/feats.scp", f"ark:{out}", check=True)
     what = "mean and variance" if norm_vars else "mean"
     assert f"Applied cepstral {what} normalization to 10 utterances, errors on 0" in r.stderr
@@ -172,3 +172,16 @@ def test_bad_input_is_one_line(data_dir, tmp_path):
     with pytest.raises(NnetError, match="no cmvn.scp"):
         cmvn.CmvnApplier.from_data_dir(d)
     assert not (tmp_path / "o.ark").exists()
+
+
+def test_cmvn_opts_strings():
+    assert cmvn.parse_cmvn_opts("") == (True, False)  # apply-cmvn's defaults
+    assert cmvn.parse_cmvn_opts("--norm-vars=true") == (True, True)
+    assert cmvn.parse_cmvn_opts("--norm-vars --norm-means=True") == (True, True)
+    assert cmvn.parse_cmvn_opts("--norm-means=false") == (False, False)
+    for opts in ("--norm-means=true --norm-vars=false", "--norm-means=false", "--norm-means=true --norm-vars=true"):
+        assert cmvn.format_cmvn_opts(*cmvn.parse_cmvn_opts(opts)) == opts
+    with pytest.raises(NnetError, match="unsupported option '--norm-var=true'"):
+        cmvn.parse_cmvn_opts("--norm-var=true")
+    with pytest.raises(NnetError, match="'--norm-vars=yes': the value must be true or false"):
+        cmvn.parse_cmvn_opts("--norm-vars=yes")

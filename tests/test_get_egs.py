@@ -119,7 +119,9 @@ def test_valid_frames_go_into_combine_when_asked(tmp_path):
 
 def test_archive_count_and_info_files(tmp_path):
     _, egs_dir, info = run_lib(tmp_path, n_utts=40)
-    values = {f: int((egs_dir / "info" / f).read_text()) for f in os.listdir(egs_dir / "info")}
+    values = {f: (egs_dir / "info" / f).read_text().strip() for f in os.listdir(egs_dir / "info")}
+    assert values.pop("cmvn_opts") == info.pop("cmvn_opts") == "--norm-means=false"  # no CMVN given
+    values = {f: int(v) for f, v in values.items()}
     assert values == info
     fpe, spi = SMALL["frames_per_eg"], SMALL["samples_per_iter"]
     assert values["num_archives"] == values["num_frames"] // (fpe * spi) + 1 > 2
@@ -127,7 +129,7 @@ def test_archive_count_and_info_files(tmp_path):
     assert (values["frames_per_eg"], values["left_context"], values["right_context"], values["feat_dim"]) == (4, 2, 3, 3)
     assert values["output_dim"] == 5  # largest id + 1 when --num-targets is not given
     assert sorted(os.listdir(egs_dir)) == sorted(
-        ["info", "valid_uttlist", "train_subset_uttlist", "valid_diagnostic.egs", "train_diagnostic.egs",
+        ["info", "cmvn_opts", "valid_uttlist", "train_subset_uttlist", "valid_diagnostic.egs", "train_diagnostic.egs",
          "combine.egs"] + [f"egs.{k}.ark" for k in range(1, values["num_archives"] + 1)])  # temp dir gone
     sizes = [a.num_egs for a in archives(egs_dir)]
     assert sum(sizes) > 0 and min(sizes) > 0
@@ -294,3 +296,105 @@ def test_program_no_matching_features(tmp_path):
     assert "no training examples" in error_line(r)
     assert "No targets for key someone-else" in r.stderr
     assert [p for p in os.listdir(tmp_path / "egs") if p != "info"] == []
+
+
+# ---- CMVN ------------------------------------------------------------------------------------
+
+def write_cmvn(d, feats, num_speakers=3):
+    """utt2spk (utterance i -> speaker i % num_speakers) and per-speaker cmvn.scp, as Kaldi's
+    compute-cmvn-stats --spk2utt writes it."""
+    from nnet_tools.data import cmvn
+    from nnet_tools.data.tables import DoubleMatrixWriter
+    utt2spk = {u: f"spk{i % num_speakers}" for i, u in enumerate(sorted(feats))}
+    (d / "utt2spk").write_text("".join(f"{u} {s}\n" for u, s in utt2spk.items()))
+    with DoubleMatrixWriter(f"ark,scp:{d}/cmvn.ark,{d}/cmvn.scp") as w:
+        for spk in sorted(set(utt2spk.values())):
+            w.write(spk, cmvn.accumulate(cmvn.compute_cmvn_stats(feats[u]) for u in feats if utt2spk[u] == spk))
+    return utt2spk
+
+
+def speaker_normalised(feats, utt2spk, norm_vars=False):
+    out = {}
+    for spk in set(utt2spk.values()):
+        allf = np.concatenate([feats[u] for u in feats if utt2spk[u] == spk])
+        for u in feats:
+            if utt2spk[u] == spk:
+                out[u] = ((feats[u] - allf.mean(0)) / (allf.std(0) if norm_vars else 1)).astype(np.float32)
+    return out
+
+
+def test_egs_hold_per_speaker_normalised_features(tmp_path):
+    from nnet_tools.data import cmvn
+    feats, targets, fs, ts = write_data(tmp_path / "data", lengths(30))
+    for i, u in enumerate(sorted(feats)):  # speakers far apart: unnormalised egs could not pass
+        feats[u] += 50.0 * (i % 3)
+    with MatrixWriter(f"ark,scp:{tmp_path}/data/feats.ark,{tmp_path}/data/feats.scp") as w:
+        for u in sorted(feats):
+            w.write(u, feats[u])
+    utt2spk = write_cmvn(tmp_path / "data", feats)
+    with cmvn.CmvnApplier.from_data_dir(tmp_path / "data", norm_vars=True) as applier:
+        info = ge.get_egs(fs, ts, str(tmp_path / "egs"), ge.EgsOptions(**SMALL), applier)
+    assert info["cmvn_opts"] == "--norm-means=true --norm-vars=true"
+    assert (tmp_path / "egs" / "cmvn_opts").read_text() == (tmp_path / "egs" / "info" / "cmvn_opts").read_text() \
+        == "--norm-means=true --norm-vars=true\n"
+    want = speaker_normalised(feats, utt2spk, norm_vars=True)
+    for archive in archives(tmp_path / "egs"):
+        for i, key in enumerate(archive.keys()):
+            utt, t0 = key.rsplit("-", 1)
+            window = archive.windows([i], 0, SMALL["left_context"], SMALL["right_context"])[0].numpy()
+            expect = frame_windows(torch.from_numpy(want[utt]), SMALL["left_context"], SMALL["right_context"])[int(t0)]
+            np.testing.assert_allclose(window, expect.numpy(), atol=1e-4)  # Kaldi applies in float
+
+
+def test_get_egs_sh_applies_cmvn_when_the_data_dir_has_it(tmp_path):
+    d = tmp_path / "data"
+    feats, targets, fs, ts = write_data(d, lengths(30))
+    with IntVectorWriter(f"ark,scp:{d}/targets.ark,{d}/targets.scp") as w:
+        for u in sorted(targets):
+            w.write(u, targets[u])
+    steps = os.path.join(os.path.dirname(__file__), "..", "steps", "get_egs.sh")
+    small = ["--frames-per-eg", "4", "--num-utts-subset", "3", "--samples-per-iter", "30"]
+
+    def get_egs_sh(*options):
+        r = subprocess.run([steps, *small, *options, str(d), str(tmp_path / "egs")], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return (tmp_path / "egs" / "info" / "cmvn_opts").read_text().strip()
+
+    assert get_egs_sh() == "--norm-means=false"  # no cmvn.scp: nothing to apply
+    utt2spk = write_cmvn(d, feats)
+    assert get_egs_sh("--cmvn-opts", "--norm-vars=true") == "--norm-means=true --norm-vars=true"
+    archive = EgsArchive(tmp_path / "egs" / "egs.1.ark")
+    utt, t0 = archive.keys()[0].rsplit("-", 1)
+    normed = speaker_normalised(feats, utt2spk, norm_vars=True)[utt]
+    np.testing.assert_allclose(archive.windows([0], 0, 4, 4)[0][4].numpy(), normed[int(t0)], atol=1e-5)
+    assert get_egs_sh("--apply-cmvn", "false") == "--norm-means=false"
+
+
+def test_compute_and_compute_prob_apply_the_same_cmvn(tmp_path, small_model):
+    from conftest import run
+    from nnet_tools.data import cmvn
+    from nnet_tools.data.tables import read_matrices
+    from nnet_tools.model import model_io
+    from nnet_tools.report import compute
+    d = tmp_path / "data"
+    feats, targets, fs, ts = write_data(d, lengths(8, low=3, high=9), dim=6, num_classes=4)
+    utt2spk = write_cmvn(d, feats, num_speakers=2)
+    normed = speaker_normalised(feats, utt2spk)
+    with MatrixWriter(f"ark:{tmp_path}/normed.ark") as w:
+        for u in sorted(normed):
+            w.write(u, normed[u])
+    mdl = tmp_path / "random.mdl"  # the initial output layer is zero: every input would look alike
+    net = model_io.load(small_model[1])
+    torch.nn.init.normal_(net.layers[-1].affine.weight)
+    model_io.save(net, mdl)
+    cmvn_args = ["--cmvn", f"scp:{d}/cmvn.scp", "--utt2spk", f"{d}/utt2spk"]
+    run("nnet-compute", *cmvn_args, mdl, fs, f"ark:{tmp_path}/a.ark", check=True)
+    for u, out in read_matrices(f"ark:{tmp_path}/a.ark"):
+        np.testing.assert_allclose(out, compute.log_posteriors(net, normed[u]), atol=1e-4)
+        assert not np.allclose(out, compute.log_posteriors(net, feats[u]), atol=1e-3)
+    with_cmvn = run("nnet-compute-prob", *cmvn_args, mdl, fs, ts, check=True).stderr
+    stats = compute.utterance_stats(net, f"ark:{tmp_path}/normed.ark", ts)
+    assert f"Overall log-likelihood for 'output' is {stats.objf / stats.frames:.6g} per frame" in with_cmvn
+    with pytest.raises(NnetError, match="given without --cmvn"):
+        cmvn.applier_for(None, f"{d}/utt2spk")

@@ -45,11 +45,12 @@ def trained_looking(model, seed):
 
 
 def logits(model, windows):
-    """The pre-softmax output: every layer, then the output layer's affine part only."""
-    x = windows.index_select(1, model.splice_rows).flatten(1)
-    for layer in model.layers[:-1]:
-        x = layer(x)
-    return model.layers[-1].affine(x)
+    """The pre-softmax output: the network with the output layer's log-softmax left out."""
+    log_softmax, model.layers[-1].post = model.layers[-1].post, torch.nn.Identity()
+    try:
+        return model(windows)
+    finally:
+        model.layers[-1].post = log_softmax
 
 
 def sub_models(part, seed=0):

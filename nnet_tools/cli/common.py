@@ -27,3 +27,15 @@ def program(name):
                 sys.exit(130)
         return run
     return wrap
+
+
+def cmvn_options(fn):
+    """--cmvn, --utt2spk and --cmvn-opts, for programs that read features (see data/cmvn.py)."""
+    for option in reversed([
+            click.option("--cmvn", default=None, help="CMVN statistics to apply to the features first, "
+                         "e.g. scp:data/test/cmvn.scp (Kaldi's apply-cmvn)."),
+            click.option("--utt2spk", default=None, help="utt2spk file: the --cmvn statistics are per speaker."),
+            click.option("--cmvn-opts", default="", show_default=True,
+                         help="apply-cmvn options, e.g. '--norm-vars=true' (the egs dir's cmvn_opts).")]):
+        fn = option(fn)
+    return fn

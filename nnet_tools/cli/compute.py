@@ -1,36 +1,52 @@
+import contextlib
+
 import click
 import numpy as np
 
 from nnet_tools.report import compute
 from nnet_tools import device
-from nnet_tools.model import model_io
-from nnet_tools.data import tables
+from nnet_tools.model import model_io, priors as priors_mod
+from nnet_tools.data import cmvn as cmvn_mod, tables
 from nnet_tools.log import logger
-from nnet_tools.cli.common import program
+from nnet_tools.cli.common import cmvn_options, program
 
 
-@click.command()
-@click.option("--apply-exp", is_flag=True, help="Write posteriors instead of log-posteriors.")
-@click.option("--priors", default=None, help="Text vector of class priors: output log-posterior - log-prior.")
+@click.command(context_settings={"show_default": True})
+@click.option("--apply-exp", is_flag=True, help="Write exp() of the output (posteriors instead of log-posteriors).")
+@click.option("--use-priors", type=bool, default=True,
+              help="Subtract the model's log-priors (stored by nnet-adjust-priors), giving the scaled "
+                   "log-likelihoods a decoder wants; false: log-posteriors.")
+@click.option("--priors", default=None, help="Kaldi vector file of priors (binary or text) to use instead "
+              "of the model's.")
 @click.option("--use-gpu", default="no", help="yes|no|wait.")
+@cmvn_options
 @click.argument("model")
 @click.argument("feats_rspecifier")
 @click.argument("output_wspecifier")
 @program("nnet-compute")
-def main(model, feats_rspecifier, output_wspecifier, apply_exp, priors, use_gpu):
-    """Run MODEL over every utterance of FEATS_RSPECIFIER; write log-posteriors as a matrix table.
+def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, priors, use_gpu, cmvn, utt2spk,
+         cmvn_opts):
+    """Run MODEL over every utterance of FEATS_RSPECIFIER and write its outputs as a matrix table:
+    log-likelihoods (log-posterior - log-prior) when the model holds priors, else log-posteriors.
+    Each utterance is computed in one pass (chunks of 4096 frames), its edges padded by
+    repeating the first and last frames.
 
     \b
-    Example:
-      nnet-compute exp/nnet/final.mdl scp:data/test/feats.scp ark,t:exp/nnet/logpost.txt
-      nnet-compute --priors exp/nnet/priors.vec exp/nnet/final.mdl scp:data/test/feats.scp ark:- | latgen-faster ...
+    Examples:
+      nnet-compute --cmvn scp:data/test/cmvn.scp --utt2spk data/test/utt2spk \\
+          exp/nnet/final.mdl scp:data/test/feats.scp ark:- | latgen-faster-mapped ...
+      nnet-compute --use-priors false exp/nnet/final.mdl scp:data/test/feats.scp ark,t:logpost.txt
     """
-    net = model_io.load(model)
-    log_priors = None if priors is None else compute.read_priors(priors, net.output_dim)
+    net, model_priors = model_io.load(model, with_priors=True)
+    log_priors = priors_mod.log_priors_for_decoding(model_priors, priors, use_priors, net.output_dim)
+    logger.info(f"{model}: {priors_mod.log_prior_summary(log_priors)}")
     dev = device.select(use_gpu)
     n = 0
-    with tables.MatrixWriter(output_wspecifier) as writer:
+    with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier, \
+            tables.MatrixWriter(output_wspecifier) as writer:
         for key, feats in tables.read_matrices(feats_rspecifier):
+            if applier is not None:
+                feats = applier(key, feats)
             out = compute.log_posteriors(net, feats, key, feats_rspecifier, log_priors, dev)
             writer.write(key, np.exp(out) if apply_exp else out)
             n += 1

@@ -1,7 +1,10 @@
+import contextlib
+
 import click
 
+from nnet_tools.data import cmvn as cmvn_mod
 from nnet_tools.data.get_egs import EgsOptions, get_egs
-from nnet_tools.cli.common import program
+from nnet_tools.cli.common import cmvn_options, program
 
 
 @click.command(context_settings={"show_default": True})
@@ -19,20 +22,27 @@ from nnet_tools.cli.common import program
 @click.option("--targets-length-tolerance", type=int, default=2,
               help="Allowed difference between target and feature frame counts (nnet3-get-egs).")
 @click.option("--verbose", type=int, default=0)
+@cmvn_options
 @click.argument("feats_rspecifier")
 @click.argument("targets_rspecifier")
 @click.argument("egs_dir")
 @program("nnet-get-egs")
-def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, **opts):
+def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, cmvn_opts, **opts):
     """Features + per-frame targets -> shuffled egs archives, diagnostic and combine egs, info/
     (Kaldi's steps/nnet3/get_egs.sh). Targets are an int32-vector table of class ids, one per frame;
     a one-frame utterance with one target is an image or utterance label (use --frames-per-eg 1).
     Targets are read twice (counted, then looked up by key), so not from stdin; with features in
     sorted key order, 'ark,s,cs:targets.ark' keeps only the current target entry in memory.
 
+    With --cmvn (and --utt2spk) the features are first normalised as Kaldi's get_egs.sh does
+    through apply-cmvn (means only by default); cmvn_opts records what was applied.
+
     \b
     Example:
       nnet-get-egs --frames-per-eg 8 --left-context 5 --right-context 5 --num-targets 10 \\
+          --cmvn scp:data/train/cmvn.scp --utt2spk data/train/utt2spk \\
           scp:data/train/feats.scp ark:data/train/targets.ark exp/nnet/egs
     """
-    get_egs(feats_rspecifier, targets_rspecifier, egs_dir, EgsOptions(**opts))
+    options = EgsOptions(**opts)
+    with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier:
+        get_egs(feats_rspecifier, targets_rspecifier, egs_dir, options, applier)

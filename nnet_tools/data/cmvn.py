@@ -76,13 +76,25 @@ def apply_cmvn(feats, stats, norm_means=True, norm_vars=False, where="CMVN"):
     return offset.astype(np.float32) + feats * scale.astype(np.float32)
 
 
+def _text_table_file(name, what):
+    """Kaldi programs take utt2spk/spk2utt as rspecifiers ('ark:data/train/utt2spk'); a plain
+    file name is accepted too."""
+    if not _is_rspecifier(name):
+        return name
+    options, _, target = name.partition(":")
+    if "scp" in (o.strip() for o in options.split(",")) or target in ("", "-") or target.rstrip().endswith("|"):
+        raise NnetError(f"{name}: give the {what} file itself (or ark:FILE)")
+    return target
+
+
 def read_utt2spk(path):
-    """A Kaldi ``utt2spk`` file as {utterance: speaker}."""
-    return dict(_read_pairs(path, "utt2spk"))
+    """A Kaldi ``utt2spk`` file (or 'ark:FILE') as {utterance: speaker}."""
+    return dict(_read_pairs(_text_table_file(path, "utt2spk"), "utt2spk"))
 
 
 def read_spk2utt(path):
-    """A Kaldi ``spk2utt`` file as {speaker: [utterances]}, in file order."""
+    """A Kaldi ``spk2utt`` file (or 'ark:FILE') as {speaker: [utterances]}, in file order."""
+    path = _text_table_file(path, "spk2utt")
     try:
         with open(path) as f:
             lines = [line.split() for line in f]
@@ -112,6 +124,38 @@ def _read_pairs(path, what):
             raise NnetError(f"{path}: line {n}: utterance '{fields[0]}' listed twice")
         seen.add(fields[0])
         yield fields
+
+
+def parse_cmvn_opts(text, where="--cmvn-opts"):
+    """Kaldi's cmvn_opts string, e.g. '--norm-vars=true', -> (norm_means, norm_vars), with
+    apply-cmvn's defaults (true, false). A bare '--norm-vars' means true, as in Kaldi."""
+    values = {"--norm-means": True, "--norm-vars": False}
+    for token in (text or "").split():
+        name, eq, value = token.partition("=")
+        if name not in values:
+            raise NnetError(f"{where}: unsupported option '{token}' (only --norm-means and --norm-vars)")
+        if not eq:
+            value = "true"
+        if value.lower() not in ("true", "false"):
+            raise NnetError(f"{where}: '{token}': the value must be true or false")
+        values[name] = value.lower() == "true"
+    return values["--norm-means"], values["--norm-vars"]
+
+
+def format_cmvn_opts(norm_means, norm_vars):
+    """The cmvn_opts string that get_egs records: apply-cmvn's options for what was done."""
+    if not norm_means:
+        return "--norm-means=false"
+    return f"--norm-means=true --norm-vars={str(norm_vars).lower()}"
+
+
+def applier_for(cmvn=None, utt2spk=None, cmvn_opts=""):
+    """The CmvnApplier programs build from --cmvn, --utt2spk and --cmvn-opts; None without --cmvn."""
+    if cmvn is None:
+        if utt2spk is not None:
+            raise NnetError(f"--utt2spk={utt2spk} given without --cmvn (the statistics to apply)")
+        return None
+    return CmvnApplier(cmvn, utt2spk, *parse_cmvn_opts(cmvn_opts))
 
 
 def _is_rspecifier(name):
@@ -150,7 +194,7 @@ class CmvnApplier:
 
     def opts(self):
         """Kaldi's cmvn_opts string for these options, as get_egs records it."""
-        return f"--norm-means={str(self.norm_means).lower()} --norm-vars={str(self.norm_vars).lower()}"
+        return format_cmvn_opts(self.norm_means, self.norm_vars)
 
     def stats(self, utt):
         """The [2, D+1] statistics that normalise utterance ``utt``."""

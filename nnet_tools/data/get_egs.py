@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 
+from nnet_tools.data.cmvn import format_cmvn_opts
 from nnet_tools.data.egs import write_archive
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import write_text
@@ -164,12 +165,14 @@ class _Dumper:
             logger.warning(message + ("" if self.errors < MAX_WARNINGS else
                                       " (further per-utterance warnings are only counted)"))
 
-    def run(self, feats_rspecifier, targets_rspecifier):
+    def run(self, feats_rspecifier, targets_rspecifier, cmvn=None):
         with RandomAccessIntVectors(targets_rspecifier) as targets:
             for key, feats in read_matrices(feats_rspecifier):
                 if key not in targets or key not in self.index:
                     self.skip(f"No targets for key {key}")
                     continue
+                if cmvn is not None:
+                    feats = cmvn(key, feats)  # Kaldi's get_egs.sh pipes the features through apply-cmvn
                 ids = targets[key]
                 if feats.shape[0] == 0 or abs(len(ids) - feats.shape[0]) > self.opts.targets_length_tolerance:
                     self.skip(f"Targets do not have expected length for utterance {key}: expected length = "
@@ -249,10 +252,12 @@ def _refuse_stdin(rspecifier):
                         f"cannot come from stdin; write them to a file first")
 
 
-def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts):
+def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
     """Write egs.{1..A}.ark, the diagnostic/combine egs, the utterance lists and info/ to egs_dir.
 
-    Returns the info values as a dict."""
+    ``cmvn`` (a data.cmvn.CmvnApplier) normalises each utterance's features first; what was
+    applied is recorded as apply-cmvn options in cmvn_opts and info/cmvn_opts
+    ("--norm-means=false" when nothing was). Returns the info values as a dict."""
     opts.check()
     _refuse_stdin(targets_rspecifier)
     lengths, max_id = scan_targets(targets_rspecifier, opts.num_targets)
@@ -275,7 +280,7 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts):
     tmpdir = tempfile.mkdtemp(prefix=".tmp-get-egs.", dir=egs_dir)
     try:
         dumper = _Dumper(keys, roles, num_archives, tmpdir, opts)
-        dumper.run(feats_rspecifier, targets_rspecifier)
+        dumper.run(feats_rspecifier, targets_rspecifier, cmvn)
         if not dumper.train_egs:
             raise NnetError(f"{feats_rspecifier}: no training examples: {dumper.done} utterances gave egs "
                             f"(none outside valid_uttlist), {dumper.errors} had no usable targets")
@@ -288,10 +293,15 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts):
         shutil.rmtree(tmpdir, ignore_errors=True)
     for name, chosen in (("valid_uttlist", valid), ("train_subset_uttlist", subset)):
         write_text(os.path.join(egs_dir, name), "".join(f"{keys[i]}\n" for i in sorted(chosen)))
+    # Kaldi keeps cmvn_opts at the top of the egs dir (the training script copies it on); ours is
+    # a complete apply-cmvn option string, so decoding can pass it on as it is.
+    cmvn_opts = cmvn.opts() if cmvn is not None else format_cmvn_opts(False, False)
+    write_text(os.path.join(egs_dir, "cmvn_opts"), f"{cmvn_opts}\n")
     info = {"frames_per_eg": fpe, "feat_dim": dumper.feat_dim, "left_context": opts.left_context,
             "right_context": opts.right_context, "num_frames": dumper.train_frames,
             "egs_per_archive": dumper.train_frames // (fpe * num_archives),
             "output_dim": opts.num_targets if opts.num_targets is not None else max_id + 1,
+            "cmvn_opts": cmvn_opts,
             "num_archives": num_archives}  # last: its presence marks a complete egs dir
     for name, value in info.items():
         write_text(os.path.join(egs_dir, "info", name), f"{value}\n")

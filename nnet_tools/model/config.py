@@ -5,7 +5,7 @@
     natural-gradient: true    # default for every affine layer; per layer too: true | false | simple
     layers:
       - {name: tdnn1, type: relu-batchnorm, dim: 512}
-      - {name: tdnn2, type: relu-batchnorm-dropout, dim: 512, dropout-proportion: 0.1}
+      - {name: tdnn2, type: relu-batchnorm-dropout, dim: 512, dropout-proportion: 0.1, splice: [-1, 0, 1]}
       - {name: output, type: output, dim: 10}
 
 A hidden layer type is an affine transform followed by the parts named in its type, in order:
@@ -13,6 +13,11 @@ A hidden layer type is an affine transform followed by the parts named in its ty
 (a trailing ``-layer`` is accepted, as in xconfig). ``output`` is affine + log-softmax. Defaults follow
 Kaldi's xconfig: max-change 0.75 (1.5 for the output layer), learning-rate-factor 1, param-stddev
 1/sqrt(input dim) and bias-stddev 1 (0 and 0 for the output layer), dropout-proportion 0.5.
+
+The top-level ``splice`` is the first layer's input (the spliced features). Any later layer may
+take ``splice`` too: its input is the previous layer's output at those time offsets, appended,
+as xconfig's ``relu-batchnorm-layer input=Append(-1,0,1)`` (a TDNN layer); default ``[0]``.
+The model's context is then that of the whole chain (see ``context``).
 """
 import copy
 import re
@@ -24,7 +29,7 @@ from nnet_tools.errors import NnetError
 NONLINEARITIES = ("relu", "tanh", "sigmoid")
 NG_KEYS = ("rank-in", "rank-out", "update-period", "num-samples-history", "alpha")
 LAYER_KEYS = {"name", "type", "dim", "max-change", "learning-rate-factor", "param-stddev",
-              "bias-stddev", "dropout-proportion", "natural-gradient", *NG_KEYS}
+              "bias-stddev", "dropout-proportion", "natural-gradient", "splice", *NG_KEYS}
 TOP_KEYS = {"input-dim", "splice", "natural-gradient", "layers"}
 
 
@@ -114,6 +119,8 @@ def normalize(raw, where="<config>"):
         dim = layer.get("dim")
         if not isinstance(dim, int) or dim <= 0:
             raise NnetError(f"{lw} ({name}): dim must be a positive integer, got {dim!r}")
+        if i == 0 and "splice" in layer:
+            raise NnetError(f"{lw} ({name}): the first layer's offsets are the top-level 'splice'")
         ng = layer.get("natural-gradient", default_ng)
         if ng not in (True, False, "simple"):
             raise NnetError(f"{lw} ({name}): natural-gradient must be true, false or simple")
@@ -123,6 +130,10 @@ def normalize(raw, where="<config>"):
                "param-stddev": layer.get("param-stddev", 0.0 if is_output else None),
                "bias-stddev": float(layer.get("bias-stddev", 0.0 if is_output else 1.0)),
                "natural-gradient": ng}
+        if i > 0 and "splice" in layer:
+            offsets = parse_splice(layer["splice"], f"{lw} ({name})")
+            if offsets != [0]:  # the default stays implicit, so configs without TDNN layers read as before
+                out["splice"] = offsets
         if "dropout" in parts:
             out["dropout-proportion"] = float(layer.get("dropout-proportion", 0.5))
         for key in NG_KEYS:
@@ -155,6 +166,18 @@ def to_yaml(cfg):
     return yaml.safe_dump(out, sort_keys=False)
 
 
+def layer_offsets(cfg):
+    """Per layer, the time offsets its input is taken at: the top-level splice for the first
+    layer (offsets into the features), the layer's own ``splice`` (into the layer below) after."""
+    return [cfg["splice"]] + [layer.get("splice", [0]) for layer in cfg["layers"][1:]]
+
+
 def context(cfg):
-    """(left, right) context of the model, Kaldi's model_left_context / model_right_context."""
-    return -min(0, cfg["splice"][0]), max(0, cfg["splice"][-1])
+    """(left, right) context of the model, Kaldi's model_left_context / model_right_context.
+
+    An output frame t depends on the features from t + sum(min offsets) to t + sum(max offsets),
+    summed over the layers (as nnet3 finds by following the Append()s down to the input); the
+    context is how far that reaches left and right of t, never less than 0.
+    """
+    offsets = layer_offsets(cfg)
+    return max(0, -sum(o[0] for o in offsets)), max(0, sum(o[-1] for o in offsets))

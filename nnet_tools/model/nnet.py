@@ -1,7 +1,11 @@
 """The network built from a normalised model config (see config.py).
 
-Input to ``Nnet.forward`` is a context window ``[batch, left + 1 + right, feat_dim]`` around each
-labelled frame; the splice offsets pick rows out of it. Output is log-posteriors ``[batch, dim]``.
+Every layer takes its input at a list of time offsets (the top-level splice for the first layer,
+a layer's own ``splice`` after it: a TDNN), appended along the feature dimension. A layer maps
+[batch, time, dim] to [batch, time', dim'], losing the span of its offsets in time, so
+``Nnet.forward_chunk`` computes every frame of a chunk ``[batch, left + T + right, feat_dim]`` in
+one pass, each hidden frame once. ``Nnet.forward`` is its one-frame case: a context window
+``[batch, left + 1 + right, feat_dim]`` around each labelled frame -> log-posteriors ``[batch, dim]``.
 """
 import math
 
@@ -91,7 +95,10 @@ class Layer(nn.Module):
         self.post = nn.Sequential(*[_part(p, spec["dim"], spec) for p in spec["parts"][1:]])
 
     def forward(self, x):
-        return self.post(self.affine(x))
+        """[..., din] -> [..., dim]: the affine acts on the last axis; batch-norm sees every frame
+        of every sequence as one row, as Kaldi's does."""
+        y = self.affine(x)
+        return self.post(y.reshape(-1, y.shape[-1])).reshape(y.shape)
 
 
 class Nnet(nn.Module):
@@ -99,13 +106,11 @@ class Nnet(nn.Module):
         super().__init__()
         self.config = cfg
         self.left_context, self.right_context = config_mod.context(cfg)
-        self.register_buffer("splice_rows",
-                             torch.tensor([o + self.left_context for o in cfg["splice"]]),
-                             persistent=False)
-        din = cfg["input-dim"] * len(cfg["splice"])
+        self.offsets = config_mod.layer_offsets(cfg)
+        din = cfg["input-dim"]
         self.layers = nn.ModuleList()
-        for spec in cfg["layers"]:
-            self.layers.append(Layer(din, spec))
+        for spec, offsets in zip(cfg["layers"], self.offsets):
+            self.layers.append(Layer(din * len(offsets), spec))
             din = spec["dim"]
 
     @property
@@ -121,10 +126,26 @@ class Nnet(nn.Module):
         return self.left_context + 1 + self.right_context
 
     def forward(self, windows):
-        x = windows.index_select(1, self.splice_rows).flatten(1)
-        for layer in self.layers:
-            x = layer(x)
-        return x
+        """[batch, left + 1 + right, feat_dim] windows -> [batch, dim] outputs for their centre frames."""
+        return self.forward_chunk(windows)[:, 0]
+
+    def forward_chunk(self, windows):
+        """[batch, left + T + right, feat_dim] -> [batch, T, dim]: outputs for the T frames after
+        the left context, in one pass."""
+        frames = windows.shape[1] - self.left_context - self.right_context
+        if windows.dim() != 3 or frames < 1:
+            raise NnetError(f"need input [batch, {self.left_context} + T + {self.right_context}, "
+                            f"{self.input_dim}] with T >= 1, got {list(windows.shape)}")
+        x, first = windows, -self.left_context  # first: the time of x's row 0 (chunk frame 0 is 0)
+        for layer, offsets in zip(self.layers, self.offsets):
+            # Output row j is at time first - offsets[0] + j and reads input rows j + o - offsets[0].
+            n = x.shape[1] - (offsets[-1] - offsets[0])
+            parts = [x[:, o - offsets[0]:o - offsets[0] + n] for o in offsets]
+            x = layer(parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1))
+            first -= offsets[0]
+        # A chain whose offsets all lean one way computes a little more than the chunk (context
+        # is never below 0): keep frames 0..T-1.
+        return x[:, -first:frames - first]
 
     def updatable(self):
         """(name, Affine) of every updatable component, in order: the unit of max-change."""
@@ -135,10 +156,14 @@ class Nnet(nn.Module):
             affine.reset_natural_gradient()
 
 
+def padded(feats, left, right):
+    """[T, D] utterance -> [left + T + right, D], edges padded by repeating the first/last frame
+    as Kaldi does."""
+    t = feats.shape[0]
+    return feats[torch.arange(-left, t + right).clamp_(0, t - 1)]
+
+
 def frame_windows(feats, left, right):
     """[T, D] utterance -> [T, left+1+right, D] context windows, edges padded by repeating the
     first/last frame as Kaldi does."""
-    t = feats.shape[0]
-    idx = torch.arange(-left, t + right).clamp_(0, t - 1)
-    padded = feats[idx]
-    return padded.unfold(0, left + 1 + right, 1).transpose(1, 2)
+    return padded(feats, left, right).unfold(0, left + 1 + right, 1).transpose(1, 2)

@@ -78,8 +78,17 @@ def split(cfg, k, allow_uneven=False, where="<config>"):
     hidden = cfg["layers"][:-1]
     if not hidden:
         raise NnetError(f"{where}: the model has no hidden layer to split")
+    _refuse_tdnn(cfg, where)
     return Partition(cfg, [block_sizes(layer["dim"], k, allow_uneven, f"{where}: layer '{layer['name']}'")
                            for layer in hidden])
+
+
+def _refuse_tdnn(cfg, where):
+    # Merging stacks hidden blocks block-diagonally, which assumes a layer reads its input once.
+    for layer in cfg["layers"]:
+        if "splice" in layer:
+            raise NnetError(f"{where}: layer '{layer['name']}' has its own splice {layer['splice']} (a TDNN layer); "
+                            f"partition pre-training supports only the top-level input splice")
 
 
 def read_full_config(path):
@@ -121,6 +130,7 @@ def load(path):
     k, blocks = raw.get("num-submodels"), raw.get("blocks")
     if not isinstance(k, int) or k < 2:
         raise NnetError(f"{path}: num-submodels must be an integer >= 2, got {k!r}")
+    _refuse_tdnn(cfg, path)
     hidden = cfg["layers"][:-1]
     if not isinstance(blocks, dict) or list(blocks) != [layer["name"] for layer in hidden]:
         raise NnetError(f"{path}: blocks must name the hidden layers {[layer['name'] for layer in hidden]}, in order")

@@ -6,7 +6,7 @@ from nnet_tools.data import tables
 from nnet_tools.report.diagnostics import EVAL_BATCH, Stats
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.model.nnet import frame_windows
+from nnet_tools.model.nnet import padded
 
 
 @torch.no_grad()
@@ -15,31 +15,23 @@ def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"
     (scaled log-likelihoods for decoding)."""
     if feats.shape[1] != model.input_dim:
         raise NnetError(f"{where}: utterance {key!r}: feature dim {feats.shape[1]} does not match the model's {model.input_dim}")
+    if feats.shape[0] == 0:
+        return np.zeros((0, model.output_dim), np.float32)
     model.to(device).eval()
-    windows = frame_windows(torch.from_numpy(np.asarray(feats, dtype=np.float32)), model.left_context, model.right_context)
-    out = torch.cat([model(windows[s:s + EVAL_BATCH].to(device)).cpu() for s in range(0, len(windows), EVAL_BATCH)])
+    left, right = model.left_context, model.right_context
+    x = padded(torch.from_numpy(np.asarray(feats, dtype=np.float32)), left, right).to(device)
+    # Chunks of EVAL_BATCH frames, each computed in one pass; a chunk re-reads only its context.
+    t = feats.shape[0]
+    out = torch.cat([model.forward_chunk(x[None, s:min(s + EVAL_BATCH, t) + left + right])[0].cpu()
+                     for s in range(0, t, EVAL_BATCH)])
     if log_priors is not None:
         out -= log_priors
     return out.numpy()
 
 
-def read_priors(path, dim):
-    """Class priors from a Kaldi text vector file ('[ p1 p2 ... ]' or plain numbers), as log-priors."""
-    try:
-        with open(path) as f:
-            values = [float(v) for v in f.read().replace("[", " ").replace("]", " ").split()]
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read priors: {e.strerror}") from None
-    except ValueError:
-        raise NnetError(f"{path}: priors must be a vector of numbers") from None
-    priors = torch.tensor(values, dtype=torch.float32)
-    if len(priors) != dim or (priors <= 0).any():
-        raise NnetError(f"{path}: need {dim} positive priors, got {len(priors)} values")
-    return torch.log(priors / priors.sum())
-
-
-def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
-    """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set).
+def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", cmvn=None):
+    """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set),
+    its features normalised first by ``cmvn`` (a data.cmvn.CmvnApplier) if given.
 
     Utterances without targets, or whose targets do not match their frame count, are skipped
     and counted, as Kaldi's egs dumping does."""
@@ -54,6 +46,8 @@ def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu"):
             if labels.max() >= model.output_dim or labels.min() < 0:
                 raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(labels.max())} "
                                 f"outside [0, {model.output_dim})")
+            if cmvn is not None:
+                feats = cmvn(key, feats)
             stats.add(torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device)), labels)
     if stats.frames == 0:
         raise NnetError(f"{feats_rspecifier}: no utterance with targets to evaluate on")

@@ -1,0 +1,116 @@
+"""Class priors of an acoustic model: counted from alignments, stored in the model file, divided
+out at decoding time (Kaldi's analyze-counts, nnet3-am-adjust-priors, and the division by priors
+that turns network posteriors into scaled likelihoods for the decoder).
+
+Priors are a probability vector over the model's outputs (pdf-ids). A prior is floored at
+1e-15 (nnet3-am-adjust-priors' --prior-floor) so that a pdf never seen in training does not
+become log(0). Vector files are Kaldi's: binary (``\\0BFV``, ``\\0BDV``) or text (``[ ... ]``).
+"""
+import math
+
+import numpy as np
+import torch
+
+from nnet_tools.data import tables
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.model import model_io
+
+PRIOR_FLOOR = 1.0e-15
+
+
+def count_pdfs(targets_rspecifier, counts_dim=None):
+    """Occurrences of each pdf-id in an int-vector table (e.g. ``ark:ali-to-pdf ... |``) as
+    float64 counts of length ``counts_dim`` (default: the largest id + 1), as analyze-counts."""
+    counts = np.zeros(counts_dim or 0)
+    for key, ids in tables.read_int_vectors(targets_rspecifier):
+        if not ids.size:
+            continue
+        if ids.min() < 0:
+            raise NnetError(f"{targets_rspecifier}: utterance '{key}': negative pdf-id {int(ids.min())}")
+        top = int(ids.max())
+        if counts_dim is not None and top >= counts_dim:
+            raise NnetError(f"{targets_rspecifier}: utterance '{key}': pdf-id {top} >= --counts-dim {counts_dim}")
+        if top >= len(counts):
+            counts = np.concatenate([counts, np.zeros(top + 1 - len(counts))])
+        counts += np.bincount(ids, minlength=len(counts))
+    if not counts.sum():
+        raise NnetError(f"{targets_rspecifier}: no pdf-ids to count")
+    return counts
+
+
+def normalise(counts, floor=PRIOR_FLOOR, where="priors"):
+    """Counts (or summed posteriors) -> priors: scaled to sum to 1, then floored."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 1 or not counts.size or not np.isfinite(counts).all() or (counts < 0).any() \
+            or counts.sum() <= 0:
+        raise NnetError(f"{where}: need a vector of non-negative counts with a positive sum")
+    return np.maximum(counts / counts.sum(), floor)
+
+
+def read(path, dim=None):
+    """A Kaldi vector file (binary or text; a file of bare numbers is accepted too) as priors
+    normalised to sum to 1 and floored; ``dim``, if given, must match."""
+    try:
+        values = tables.read_vector(path)
+    except NnetError as kaldi_error:
+        values = _bare_numbers(path)
+        if values is None:
+            raise kaldi_error from None
+    if dim is not None and len(values) != dim:
+        raise NnetError(f"{path}: priors have dimension {len(values)}, the model has {dim} outputs")
+    return normalise(values, where=str(path))
+
+
+def _bare_numbers(path):
+    try:
+        with open(path) as f:
+            return np.array([float(v) for v in f.read().split()])
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def kl_divergence(p, q):
+    """One-sided K-L divergence from p to q, each normalised first (Kaldi's KlDivergence)."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    p, q = p / p.sum(), q / q.sum()
+    nonzero = p > 0
+    return float(np.sum(p[nonzero] * np.log(p[nonzero] / q[nonzero])))
+
+
+def adjust_model_priors(model_in, priors_path, model_out, floor=PRIOR_FLOOR):
+    """nnet3-am-adjust-priors: store the priors (renormalised, floored) in the model file,
+    logging how far they moved from the model's old priors, as Kaldi does."""
+    model, old = model_io.load(model_in, with_priors=True)
+    new = read(priors_path, model.output_dim)
+    new = np.maximum(new, floor)
+    if old is None:
+        logger.info("Model did not previously have priors attached.")
+    else:
+        old = old.double().numpy()
+        i = int(np.argmax(np.abs(new - old)))
+        logger.info(f"Adjusting priors: largest absolute difference was for pdf {i}, {old[i]:g} -> {new[i]:g}")
+        logger.info(f"Adjusting priors: K-L divergence from old to new is {kl_divergence(old, new):g}")
+    model_io.save(model, model_out, priors=new)
+    logger.info(f"Modified priors of neural network model and wrote it to {model_out}")
+    return new
+
+
+def log_priors_for_decoding(model_priors, priors_path=None, use_priors=True, dim=None):
+    """The log-priors nnet-compute subtracts: from ``priors_path`` if given, else the model's
+    own if it has them and ``use_priors``; None means plain log-posteriors."""
+    if priors_path is not None:
+        priors = read(priors_path, dim)
+    elif use_priors and model_priors is not None:
+        priors = model_priors.double().numpy()
+    else:
+        return None
+    return torch.from_numpy(np.log(priors)).float()
+
+
+def log_prior_summary(log_priors):
+    """A one-line description for the log: what nnet-compute is about to write."""
+    if log_priors is None:
+        return "writing log-posteriors (no priors)"
+    return (f"writing log-likelihoods: log-posterior - log-prior, over {len(log_priors)} priors "
+            f"(smallest {math.exp(float(log_priors.min())):g})")
