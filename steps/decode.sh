@@ -4,8 +4,8 @@
 # Then scoring: DECODE_DIR/wer_<lmwt> with lmwt = 1/acoustic-scale.
 help_message="Usage: steps/decode.sh [options] <graph-dir> <data-dir> <decode-dir>
  e.g.: steps/decode.sh --nj 4 --cmd \"\$train_cmd\" exp/mono/graph data/test exp/mono/decode_test
-       steps/decode.sh --nnet exp/nnet/final.mdl --priors exp/nnet/pdf_counts --trans-model exp/mono_ali/final.mdl exp/mono/graph data/test_fbank exp/nnet/decode_test
-Options: --nj, --cmd, --acwt (0.1), --beam (13), --max-active (7000), --nnet, --priors, --trans-model, --use-gpu"
+       steps/decode.sh --nnet exp/nnet/final.mdl --trans-model exp/mono_ali/final.mdl exp/mono/graph data/test_fbank exp/nnet/decode_test
+Options: --nj, --cmd, --acwt (0.1), --beam (13), --max-active (7000), --nnet, --priors, --cmvn-opts, --trans-model, --use-gpu"
 set -euo pipefail
 cmd="nnet-queue local"
 nj=4
@@ -14,6 +14,7 @@ beam=13
 max_active=7000
 nnet=
 priors=
+cmvn_opts=
 trans_model=
 use_gpu=no
 . "$(dirname "$0")/parse_options.sh"
@@ -29,13 +30,13 @@ utils/split_data.sh $data $nj
 sdata=$data/split$nj
 # CMVN as Kaldi applies it, when the data dir has cmvn.scp (a dir of normalised features has none).
 feats="scp:$sdata/JOB/feats.scp"
-[ -f $data/cmvn.scp ] && feats="ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- |"
+[ -f $data/cmvn.scp ] && feats="ark:nnet-apply-cmvn $cmvn_opts --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- |"
 if [ -z "$nnet" ]; then
   likes="nnet-gmm-compute-likes $trans_model \"${feats%|}| nnet-add-deltas ark:- ark:- |\" ark:-"
   [ -f $data/cmvn.scp ] || likes="nnet-gmm-compute-likes $trans_model \"ark:nnet-add-deltas $feats ark:- |\" ark:-"
 else
-  [ -n "$priors" ] || { echo "$0: --nnet needs --priors (class counts from the alignments)" 1>&2; exit 1; }
-  likes="nnet-compute --use-gpu $use_gpu --priors $priors $nnet \"$feats\" ark:-"
+  # The model's priors turn its log-posteriors into log-likelihoods (--priors FILE overrides them).
+  likes="nnet-compute --use-gpu $use_gpu ${priors:+--priors $priors} $nnet \"$feats\" ark:-"
 fi
 $cmd JOB=1:$nj $dir/log/decode.JOB.log bash -c \
   "$likes | nnet-decode-faster-mapped --acoustic-scale $acwt --beam $beam --max-active $max_active $trans_model $graphdir/HCLG.fst ark:- ark,t:$dir/words.JOB.txt"

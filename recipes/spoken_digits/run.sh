@@ -41,18 +41,11 @@ if [ $stage -le 1 ]; then
   for x in train test; do
     steps/make_feats.sh --feat-type mfcc --conf conf/mfcc.conf --nj $nj --cmd "$train_cmd" data/$x exp/make_mfcc/$x mfcc
     steps/compute_cmvn_stats.sh data/$x exp/make_mfcc/$x mfcc
-    # The DNN's data dir: fbank features with per-speaker CMVN applied (feats_raw.scp keeps the input).
+    # The DNN's data dir: 40 fbank + per-speaker CMVN stats (get_egs and nnet-compute apply them).
     mkdir -p data/${x}_fbank
     cp data/$x/{wav.scp,text,utt2spk,spk2utt} data/${x}_fbank/
-    rm -f data/${x}_fbank/cmvn.scp
     steps/make_feats.sh --feat-type fbank --conf conf/fbank.conf --nj $nj --cmd "$train_cmd" data/${x}_fbank exp/make_fbank/$x fbank
     steps/compute_cmvn_stats.sh data/${x}_fbank exp/make_fbank/$x fbank
-    $train_cmd exp/make_fbank/$x/apply_cmvn.log nnet-apply-cmvn --utt2spk data/${x}_fbank/utt2spk \
-      scp:data/${x}_fbank/cmvn.scp scp:data/${x}_fbank/feats.scp \
-      ark,scp:$PWD/fbank/cmvn_fbank_$x.ark,data/${x}_fbank/feats_cmvn.scp
-    mv data/${x}_fbank/feats.scp data/${x}_fbank/feats_raw.scp
-    mv data/${x}_fbank/feats_cmvn.scp data/${x}_fbank/feats.scp
-    mv data/${x}_fbank/cmvn.scp data/${x}_fbank/cmvn_raw.scp
   done
   stage_done features
 fi
@@ -75,9 +68,8 @@ if [ $stage -le 4 ]; then
   nnet-ali-to-pdf exp/mono_ali/final.mdl "ark:cat exp/mono_ali/ali.*.ark |" \
     ark,scp:$PWD/exp/mono_ali/pdf.ark,data/train_fbank/targets.scp 2> exp/mono_ali/log/ali_to_pdf.log
   num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
-  nnet-ali-to-pdf exp/mono_ali/final.mdl "ark:cat exp/mono_ali/ali.*.ark |" ark,t:- 2>/dev/null | \
-    awk -v n=$num_pdfs '{ for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) c[$i]++ }
-      END { printf "["; for (p = 0; p < n; p++) printf " %d", c[p] + 1; print " ]" }' > exp/mono_ali/pdf_counts
+  nnet-sum-pdf-counts --counts-dim $num_pdfs --normalize false scp:data/train_fbank/targets.scp \
+    exp/mono_ali/pdf_counts 2> exp/mono_ali/log/sum_pdf_counts.log
   stage_done align
 fi
 
@@ -90,6 +82,11 @@ fi
 num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
 if [ $stage -le 6 ]; then
   sed "s/dim: 62}/dim: $num_pdfs}/" conf/model.yaml > exp/model.yaml
+  # The egs carry the model's context (nnet3-info's left-context / right-context).
+  nnet-init exp/model.yaml exp/model_context.mdl 2> /dev/null
+  left=$(nnet-info exp/model_context.mdl 2> /dev/null | awk '/^left-context/ {print $2}')
+  right=$(nnet-info exp/model_context.mdl 2> /dev/null | awk '/^right-context/ {print $2}')
+  rm exp/model_context.mdl
   # Diagnostic subsets of 100 utterances (Kaldi: 300), fewer on a small corpus.
   ntrain=$(wc -l < data/train_fbank/targets.scp)
   subset=$(( ntrain / 5 < 100 ? ntrain / 5 : 100 ))
@@ -97,7 +94,7 @@ if [ $stage -le 6 ]; then
   frames=$(tr -d '[]' < exp/mono_ali/pdf_counts | awk '{ for (i = 1; i <= NF; i++) t += $i - 1 } END { print t }')
   samples_per_iter=$(awk -v f=$frames -v e=$frames_per_eg -v m=$max_egs_per_archive \
     'BEGIN { a = int(f / e / m) + 1; if (a < 4) a = 4; print int(f / e / a) + 10 }')
-  steps/get_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --left-context 5 --right-context 5 \
+  steps/get_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --left-context $left --right-context $right \
     --samples-per-iter $samples_per_iter --num-utts-subset $subset --num-targets $num_pdfs data/train_fbank exp/egs
   stage_done egs
 fi
@@ -108,6 +105,9 @@ train_dnn() {  # <dir> <jobs-initial> <jobs-final>
     --trainer.optimization.num-jobs-initial $2 --trainer.optimization.num-jobs-final $3 \
     --trainer.optimization.initial-effective-lrate 0.003 --trainer.optimization.final-effective-lrate 0.0003 \
     --trainer.optimization.minibatch-size 256,128 --egs.dir exp/egs --dir $1
+  # Priors from the alignments' pdf counts, stored in the model: nnet-compute then writes
+  # log-likelihoods = log-posterior - log-prior.
+  nnet-adjust-priors $1/final.mdl exp/mono_ali/pdf_counts $1/final.mdl 2> $1/log/adjust_priors.log
 }
 if [ $stage -le 7 ] && $dnn_1job; then
   train_dnn exp/nnet_1job 1 1
@@ -121,7 +121,7 @@ fi
 if [ $stage -le 9 ]; then
   for d in exp/nnet_1job exp/nnet; do
     [ -f $d/final.mdl ] || continue
-    steps/decode.sh --nj $nj --cmd "$train_cmd" --nnet $d/final.mdl --priors exp/mono_ali/pdf_counts \
+    steps/decode.sh --nj $nj --cmd "$train_cmd" --nnet $d/final.mdl --cmvn-opts "$(cat exp/egs/cmvn_opts)" \
       --trans-model exp/mono_ali/final.mdl exp/mono/graph data/test_fbank $d/decode_test
   done
   stage_done dnn_decode
