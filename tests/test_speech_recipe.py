@@ -46,7 +46,8 @@ def wer_of(path):
 def test_spoken_digits_dnn_beats_gmm(tmp_path):
     needs_speech_stack()
     recipe = copy_recipe(tmp_path / "spoken_digits")
-    r = run("./run.sh", "--num-utts", "200", "--num-speakers", "16", "--mono-iters", "8", "--totgauss", "300",
+    r = run("./run.sh", "--num-utts", "200", "--num-speakers", "16", "--mono-iters", "6", "--totgauss", "120",
+            "--num-epochs", "2",
             "--dnn-1job", "false", cwd=recipe, check=True)
     exp = recipe / "exp"
     # every test utterance was decoded, by both systems
