@@ -87,3 +87,17 @@ def test_prepare_lang_program_rejects_bad_lexicon(tmp_path):
     assert "lex.txt:2: word 'two' has no pronunciation" in line
     (tmp_path / "nosil.txt").write_text("one W AH N\n")
     assert "no silence phone 'SIL'" in error_line(run("nnet-prepare-lang", tmp_path / "nosil.txt", tmp_path / "l2"))
+
+
+def test_corrupt_fst_and_topology_are_one_line(lang_dir, tmp_path):
+    import shutil
+    bad = tmp_path / "lang"
+    shutil.copytree(lang_dir, bad)
+    (bad / "L_disambig.fst").write_text("not an fst")
+    r = run("nnet-mkgraph", bad, bad / "no.mdl", tmp_path / "graph")
+    assert r.returncode == 1 and "no.mdl: GMM model file does not exist" in r.stderr
+    (bad / "topo").write_text("<Topology> garbage\n")
+    line = error_line(run("nnet-gmm-init-mono", bad, "ark:/dev/null", tmp_path / "0.mdl"))
+    assert "topo: bad HMM topology" in line
+    with pytest.raises(lang.NnetError, match="cannot read FST"):
+        lang.read_fst(str(bad / "L_disambig.fst"))

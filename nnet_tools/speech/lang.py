@@ -164,10 +164,10 @@ def read_fst(path):
     import kaldifst
     if not os.path.isfile(path):
         raise NnetError(f"{path}: FST file does not exist")
-    try:
-        return kaldifst.StdVectorFst.read(path)
-    except Exception as e:  # OpenFst reports through a generic runtime error
-        raise NnetError(f"{path}: cannot read FST: {e}") from None
+    fst = kaldifst.StdVectorFst.read(path)  # OpenFst says why on stderr and returns None
+    if fst is None:
+        raise NnetError(f"{path}: cannot read FST (not an OpenFst binary file?)")
+    return fst
 
 
 def _symbols(table):
@@ -235,5 +235,8 @@ def read_topology(lang_dir):
     except OSError as e:
         raise NnetError(f"{path}: cannot read: {e.strerror}") from None
     topo = khg.HmmTopology()
-    topo.read(text)
+    try:
+        topo.read(text)
+    except Exception as e:  # Kaldi's parser reports through a generic runtime error
+        raise NnetError(f"{path}: bad HMM topology: {str(e).strip().splitlines()[-1]}") from None
     return topo, text
