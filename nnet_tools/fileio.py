@@ -32,7 +32,8 @@ def temp_prefix():
     return f"{TEMP_PREFIX}{_host()}.{os.getpid()}."
 
 
-def _alive(pid):
+def pid_alive(pid):
+    """Whether a process with this pid runs on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -51,7 +52,7 @@ def remove_stale_temps(directory):
         return removed
     for name in names:
         m = _TEMP.match(name)
-        if not m or m.group(1) != host or _alive(int(m.group(2))):
+        if not m or m.group(1) != host or pid_alive(int(m.group(2))):
             continue
         path = os.path.join(directory, name)
         if os.path.isdir(path) and not os.path.islink(path):

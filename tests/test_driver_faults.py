@@ -109,3 +109,18 @@ def test_second_driver_on_the_same_dir_is_refused(setup):
     assert second.returncode == 1
     assert "driver.lock: another driver is running in this dir (host" in second.stderr
     assert f"pid {first.pid}" in second.stderr
+
+
+def test_diverging_learning_rate_stops_the_run_saying_diverged(setup):
+    tmp, _ = setup
+    (tmp / "loose.yaml").write_text(SMALL_CONFIG.replace("dim: 16}", "dim: 16, max-change: 0}")
+                                    .replace("dim: 4}", "dim: 4, max-change: 0}"))
+    argv = driver_argv(tmp, tmp / "diverge")
+    argv[argv.index("--config") + 1] = str(tmp / "loose.yaml")
+    argv[argv.index("--trainer.optimization.initial-effective-lrate") + 1] = "1000"
+    r = subprocess.run(argv + ["--trainer.max-param-change", "0", "--trainer.max-retries", "1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("steps/train_dnn.py: ") and "diverged" in last, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr

@@ -13,18 +13,9 @@ import sys
 import time
 
 from nnet_tools.errors import NnetError
+from nnet_tools.fileio import pid_alive
 
 LOCK_NAME = "driver.lock"
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ExpLock:
@@ -48,7 +39,7 @@ class ExpLock:
 
     def stale(self, info, age):
         if info["host"] == self.mine["host"] and info["pid"] > 0:
-            return not _alive(info["pid"])
+            return not pid_alive(info["pid"])
         return age > self.stale_after
 
     def acquire(self):

@@ -1,0 +1,35 @@
+import click
+
+from nnet_tools.cli.common import program
+from nnet_tools.data import tables
+from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
+from nnet_tools.speech import features
+
+
+@click.command()
+@click.option("--type", "feat_type", type=click.Choice(["mfcc", "fbank"]), default="mfcc", show_default=True,
+              help="compute-mfcc-feats or compute-fbank-feats.")
+@click.option("--config", default=None, help="Kaldi-style conf file of --option=value lines.")
+@click.option("--set", "overrides", multiple=True, metavar="--OPT=VALUE",
+              help="One more option after the conf file, e.g. --set=--num-mel-bins=40.")
+@click.argument("wav_scp")
+@click.argument("feats_wspecifier")
+@program("nnet-compute-feats")
+def main(feat_type, config, overrides, wav_scp, feats_wspecifier):
+    """Compute MFCC or fbank features for every utterance of WAV_SCP (Kaldi's compute-*-feats).
+
+    A missing or unreadable wav is skipped with a warning and counted; the program fails only
+    when no utterance could be done.
+
+    \b
+    Example:
+      nnet-compute-feats --type mfcc --config conf/mfcc.conf data/train/wav.scp \\
+          ark,scp:mfcc/raw_mfcc_train.1.ark,mfcc/raw_mfcc_train.1.scp
+    """
+    opts = features.make_options(feat_type, config, overrides)
+    with tables.MatrixWriter(feats_wspecifier) as writer:
+        done, failed = features.compute_table(opts, wav_scp, writer, logger)
+        if done == 0:
+            raise NnetError(f"{wav_scp}: no utterance could be processed ({failed} failed)")
+    logger.info(f"Done {done} out of {done + failed} utterances.")

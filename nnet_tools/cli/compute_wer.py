@@ -1,0 +1,26 @@
+import click
+
+from nnet_tools.cli.common import program
+from nnet_tools.log import logger
+from nnet_tools.speech import score, transcripts
+
+
+@click.command()
+@click.option("--mode", default="present", show_default=True,
+              help="present: score utterances with a hypothesis; all: fail on a missing one; strict: both ways.")
+@click.argument("ref_text")
+@click.argument("hyp_text")
+@program("nnet-compute-wer")
+def main(mode, ref_text, hyp_text):
+    """Print the word error rate of HYP_TEXT against REF_TEXT in Kaldi's compute-wer format.
+
+    \b
+    Example:
+      nnet-compute-wer data/test/text exp/mono/decode_test/scoring/10.txt
+      %WER 1.23 [ 12 / 975, 3 ins, 4 del, 5 sub ]
+    """
+    counts, missing = score.compute_wer(transcripts.read_text(ref_text), transcripts.read_text(hyp_text), mode)
+    print(counts.wer_line())
+    print(counts.ser_line())
+    print(f"Scored {counts.sents} sentences, {missing} not present in hyp.")
+    logger.info(f"Scored {counts.sents} sentences, {missing} not present in hyp.")

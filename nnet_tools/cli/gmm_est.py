@@ -1,0 +1,29 @@
+import click
+
+from nnet_tools.cli.common import program
+from nnet_tools.log import logger
+from nnet_tools.speech import gmm
+
+
+@click.command()
+@click.option("--mix-up", default=0, show_default=True, help="Increase the number of Gaussians to this in all.")
+@click.option("--power", default=0.2, show_default=True, help="Allocate Gaussians to pdfs by occupancy ** power.")
+@click.option("--min-gaussian-occupancy", default=10.0, show_default=True)
+@click.argument("model_in")
+@click.argument("accs", nargs=-1, required=True)
+@click.argument("model_out")
+@program("nnet-gmm-est")
+def main(mix_up, power, min_gaussian_occupancy, model_in, accs, model_out):
+    """Sum accumulators and re-estimate the GMM and transitions (gmm-sum-accs + gmm-est).
+
+    \b
+    Example:
+      nnet-gmm-est --mix-up 300 --power 0.25 exp/mono/4.mdl exp/mono/4.1.acc exp/mono/4.2.acc exp/mono/5.mdl
+    """
+    mdl = gmm.load(model_in)
+    total = gmm.Stats.load(accs[0])
+    for path in accs[1:]:
+        total.add(gmm.Stats.load(path))
+    gmm.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, log=logger)
+    gmm.save(mdl, model_out)
+    logger.info(f"Wrote {model_out}: {mdl.num_pdfs} pdfs, {gmm.num_gauss(mdl)} Gaussians.")

@@ -1,0 +1,30 @@
+import itertools
+
+import click
+
+from nnet_tools.cli.common import program
+from nnet_tools.data import tables
+from nnet_tools.log import logger
+from nnet_tools.speech import gmm, lang
+
+
+@click.command()
+@click.option("--num-utts", default=10, show_default=True,
+              help="Utterances whose global mean and variance seed every pdf (train_mono.sh: subset-feats --n=10).")
+@click.argument("lang_dir")
+@click.argument("feats_rspecifier")
+@click.argument("model_out")
+@program("nnet-gmm-init-mono")
+def main(num_utts, lang_dir, feats_rspecifier, model_out):
+    """Initialise a monophone GMM from LANG_DIR/topo and feature statistics (Kaldi's gmm-init-mono).
+
+    \b
+    Example:
+      nnet-gmm-init-mono data/lang "ark:exp/mono/feats.1.ark" exp/mono/0.mdl
+    """
+    _, topo_text = lang.read_topology(lang_dir)
+    feats = [f for _, f in itertools.islice(tables.read_matrices(feats_rspecifier), num_utts)]
+    model = gmm.init_mono(topo_text, feats)
+    gmm.save(model, model_out)
+    logger.info(f"Wrote {model_out}: {model.num_pdfs} pdfs, feature dim {model.dim}, "
+                f"{model.tm.num_transition_ids} transition-ids.")

@@ -1,0 +1,158 @@
+"""MFCC and fbank features with kaldi-native-fbank (Kaldi's arithmetic), and add-deltas.
+
+Options come as Kaldi's do, ``--num-mel-bins=40`` lines in a conf file (compute-mfcc-feats
+--config=conf/mfcc.conf), so a Kaldi recipe's conf/ carries over.
+"""
+import wave
+
+import numpy as np
+
+from nnet_tools.errors import NnetError
+
+# Kaldi option name -> (attribute path on the knf options, type). Shared by MFCC and fbank.
+_FRAME = {"sample-frequency": ("frame_opts.samp_freq", float),
+          "frame-shift": ("frame_opts.frame_shift_ms", float),
+          "frame-length": ("frame_opts.frame_length_ms", float),
+          "dither": ("frame_opts.dither", float),
+          "preemphasis-coefficient": ("frame_opts.preemph_coeff", float),
+          "remove-dc-offset": ("frame_opts.remove_dc_offset", "bool"),
+          "window-type": ("frame_opts.window_type", str),
+          "round-to-power-of-two": ("frame_opts.round_to_power_of_two", "bool"),
+          "snip-edges": ("frame_opts.snip_edges", "bool"),
+          "num-mel-bins": ("mel_opts.num_bins", int),
+          "low-freq": ("mel_opts.low_freq", float),
+          "high-freq": ("mel_opts.high_freq", float),
+          "use-energy": ("use_energy", "bool"),
+          "energy-floor": ("energy_floor", float),
+          "raw-energy": ("raw_energy", "bool"),
+          "htk-compat": ("htk_compat", "bool")}
+_MFCC_ONLY = {"num-ceps": ("num_ceps", int), "cepstral-lifter": ("cepstral_lifter", float)}
+_FBANK_ONLY = {"use-log-fbank": ("use_log_fbank", "bool"), "use-power": ("use_power", "bool")}
+
+
+def _parse_value(name, text, kind, where):
+    if kind == "bool":
+        if text.lower() in ("true", "1"):
+            return True
+        if text.lower() in ("false", "0"):
+            return False
+        raise NnetError(f"{where}: --{name} takes true or false, not '{text}'")
+    try:
+        return kind(text)
+    except ValueError:
+        raise NnetError(f"{where}: --{name}: bad value '{text}'") from None
+
+
+def make_options(feat_type, config=None, overrides=()):
+    """knf options for ``feat_type`` (mfcc|fbank), from Kaldi's defaults, a conf file, then overrides.
+
+    Kaldi's defaults differ from knf's in one place: dither 1.0 on int16-scale samples.
+    """
+    import kaldi_native_fbank as knf
+    if feat_type not in ("mfcc", "fbank"):
+        raise NnetError(f"feature type must be mfcc or fbank, not '{feat_type}'")
+    opts = knf.MfccOptions() if feat_type == "mfcc" else knf.FbankOptions()
+    opts.frame_opts.dither = 1.0
+    known = dict(_FRAME, **(_MFCC_ONLY if feat_type == "mfcc" else _FBANK_ONLY))
+    lines = []
+    if config:
+        try:
+            with open(config) as f:
+                lines = [(f"{config}:{n}", line.split("#")[0].strip()) for n, line in enumerate(f, 1)]
+        except OSError as e:
+            raise NnetError(f"{config}: cannot read: {e.strerror}") from None
+    lines += [("command line", o) for o in overrides]
+    for where, line in lines:
+        if not line:
+            continue
+        name, eq, value = line.lstrip("-").partition("=")
+        if not line.startswith("--") or not eq:
+            raise NnetError(f"{where}: expected --option=value, got '{line}'")
+        if name not in known:
+            raise NnetError(f"{where}: unknown {feat_type} option --{name}")
+        path, kind = known[name]
+        target = opts
+        *parents, leaf = path.split(".")
+        for p in parents:
+            target = getattr(target, p)
+        setattr(target, leaf, _parse_value(name, value, kind, where))
+    return opts
+
+
+def read_wav(path, where):
+    """int16 mono samples of a wav file, as float32 in int16 scale (what Kaldi's readers give)."""
+    try:
+        with wave.open(path, "rb") as w:
+            if w.getsampwidth() != 2:
+                raise NnetError(f"{where}: {path}: only 16-bit PCM wav is supported")
+            if w.getnchannels() != 1:
+                raise NnetError(f"{where}: {path}: expected mono audio, got {w.getnchannels()} channels")
+            rate = w.getframerate()
+            data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    except FileNotFoundError:
+        raise NnetError(f"{where}: wav file {path} does not exist") from None
+    except (OSError, wave.Error, EOFError) as e:
+        raise NnetError(f"{where}: cannot read wav {path}: {e}") from None
+    return rate, data.astype(np.float32)
+
+
+def read_wav_scp(path):
+    """[(utt, wav path)] from a wav.scp of 'utt path' lines (extended filenames are not supported)."""
+    out = []
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) != 2 or fields[-1] == "|":
+                    raise NnetError(f"{path}:{n}: expected 'utt file.wav', got '{line.strip()}' "
+                                    f"(commands in wav.scp are not supported)")
+                out.append((fields[0], fields[1]))
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    return out
+
+
+def compute(opts, samples, rate, where):
+    """Feature matrix (frames x dim) of one waveform, as compute-{mfcc,fbank}-feats gives."""
+    import kaldi_native_fbank as knf
+    if abs(rate - opts.frame_opts.samp_freq) > 0.5:
+        raise NnetError(f"{where}: sample rate {rate} Hz does not match --sample-frequency="
+                        f"{opts.frame_opts.samp_freq:g}")
+    computer = knf.OnlineMfcc(opts) if isinstance(opts, knf.MfccOptions) else knf.OnlineFbank(opts)
+    computer.accept_waveform(float(rate), samples)
+    computer.input_finished()
+    n = computer.num_frames_ready
+    if n == 0:
+        raise NnetError(f"{where}: too short for one frame ({len(samples)} samples)")
+    return np.stack([computer.get_frame(i) for i in range(n)]).astype(np.float32)
+
+
+def compute_table(opts, wav_scp, writer, log):
+    """Features of every utterance of wav_scp into ``writer``; a bad wav is counted, not fatal.
+
+    Returns (done, failed), as Kaldi's compute-mfcc-feats reports them.
+    """
+    done = failed = 0
+    for utt, path in read_wav_scp(wav_scp):
+        where = f"{wav_scp}: utt '{utt}'"
+        try:
+            rate, samples = read_wav(path, where)
+            feats = compute(opts, samples, rate, where)
+        except NnetError as e:
+            log.warning(f"{e}; skipping it")
+            failed += 1
+            continue
+        writer.write(utt, feats)
+        done += 1
+    return done, failed
+
+
+def add_deltas(feats, order=2, window=2):
+    """Kaldi's add-deltas: [x, delta, delta-delta] with edge frames replicated."""
+    import kaldi_native_fbank as knf
+    opts = knf.DeltaOptions()
+    opts.order, opts.window = order, window
+    return knf.compute_deltas(opts, np.ascontiguousarray(feats, dtype=np.float32))
+

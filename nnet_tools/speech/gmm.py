@@ -1,0 +1,313 @@
+"""Monophone HMM-GMM training and alignment with Kaldi's own code (kaldi-hmm-gmm).
+
+The pieces of Kaldi's steps/train_mono.sh, one function per Kaldi program: gmm-init-mono,
+compile-train-graphs, align-equal-compiled, gmm-align-compiled, gmm-acc-stats-ali, gmm-sum-accs +
+gmm-est (with mix-up), ali-to-pdf, gmm-compute-likes.
+
+Files differ from Kaldi's (see the README's "Where we differ"): a model is a numpy .npz (topology
+text, transition log-probs, Gaussians per pdf; read with allow_pickle=False, so it cannot run
+code), and the accumulators are .npz sums of occupancies and first and second moments per
+Gaussian, which add across jobs as gmm-sum-accs does.
+"""
+import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see __init__)
+import kaldifst
+
+import os
+
+import numpy as np
+
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path
+
+FORMAT = "nnet-tools-gmm-1"
+
+
+class Model:
+    """A transition model plus one diagonal GMM per pdf (Kaldi's final.mdl)."""
+
+    def __init__(self, topo_text, tm, am):
+        self.topo_text, self.tm, self.am = topo_text, tm, am
+
+    @property
+    def dim(self):
+        return self.am.dim
+
+    @property
+    def num_pdfs(self):
+        return self.am.num_pdfs
+
+    def tid2pdf(self):
+        """Array a with a[tid] = pdf-id (a[0] = -1: transition-ids start at 1)."""
+        return np.array([-1] + [self.tm.transition_id_to_pdf(t) for t in range(1, self.tm.num_transition_ids + 1)],
+                        dtype=np.int32)
+
+    def tree(self):
+        topo = _topology(self.topo_text)
+        return khg.monophone_context_dependency(phones=topo.phones,
+                                                phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
+
+
+def _topology(text):
+    topo = khg.HmmTopology()
+    topo.read(text)
+    return topo
+
+
+def _transition_model(topo_text):
+    topo = _topology(topo_text)
+    tree = khg.monophone_context_dependency(phones=topo.phones,
+                                            phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
+    return khg.TransitionModel(ctx_dep=tree, hmm_topo=topo)
+
+
+def init_mono(topo_text, feats):
+    """gmm-init-mono: every pdf one Gaussian with the global mean and variance of ``feats``."""
+    if len(feats) == 0:
+        raise NnetError("gmm-init-mono: no features to initialise from")
+    x = np.concatenate(feats).astype(np.float64)
+    mean, var = x.mean(0), np.maximum(x.var(0), 1e-4)
+    tm = _transition_model(topo_text)
+    gmm = khg.DiagGmm(nmix=1, dim=x.shape[1])
+    gmm.set_weights(np.ones(1, dtype=np.float32))
+    gmm.set_means(mean[None, :].astype(np.float32))
+    gmm.set_invvars((1.0 / var)[None, :].astype(np.float32))
+    gmm.compute_gconsts()
+    am = khg.AmDiagGmm()
+    for _ in range(tm.num_pdfs):
+        am.add_pdf(gmm)
+    return Model(topo_text, tm, am)
+
+
+def save(model, path):
+    """Write ``model`` atomically as .npz (np.savez appends no suffix to an open file)."""
+    weights, means, variances, counts = [], [], [], []
+    for p in range(model.num_pdfs):
+        g = model.am.get_pdf(p)
+        counts.append(g.num_gauss)
+        weights.append(np.asarray(g.weights, dtype=np.float64))
+        means.append(np.asarray(g.means, dtype=np.float64))
+        variances.append(np.asarray(g.vars, dtype=np.float64))
+    state = model.tm.__getstate__()
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, format=np.array(FORMAT), topo=np.array(model.topo_text),
+                     log_probs=np.array(state[6]), non_self_loop_log_probs=np.array(state[7]),
+                     num_gauss=np.array(counts, dtype=np.int32), weights=np.concatenate(weights),
+                     means=np.concatenate(means), vars=np.concatenate(variances), tid2pdf=model.tid2pdf())
+
+
+def _load_npz(path, what):
+    if not os.path.isfile(path):
+        raise NnetError(f"{path}: {what} file does not exist")
+    try:
+        data = np.load(path, allow_pickle=False)
+        return {k: data[k] for k in data.files}
+    except Exception as e:  # numpy raises several types for a file that is not an npz
+        raise NnetError(f"{path}: not a {what} file ({e})") from None
+
+
+def load(path):
+    d = _load_npz(path, "GMM model")
+    if str(d.get("format", "")) != FORMAT:
+        raise NnetError(f"{path}: not a GMM model written by nnet-gmm-* (format '{d.get('format', '')}')")
+    topo_text = str(d["topo"])
+    tm = _transition_model(topo_text)
+    state = tm.__getstate__()
+    if len(state[6]) != len(d["log_probs"]):
+        raise NnetError(f"{path}: transition log-probs do not match the stored topology")
+    tm.__setstate__(state[:6] + ([float(v) for v in d["log_probs"]],
+                                 [float(v) for v in d["non_self_loop_log_probs"]]) + state[8:])
+    am = khg.AmDiagGmm()
+    start = 0
+    for n in d["num_gauss"]:
+        g = khg.DiagGmm(nmix=int(n), dim=d["means"].shape[1])
+        g.set_weights(d["weights"][start:start + n].astype(np.float32))
+        g.set_means(d["means"][start:start + n].astype(np.float32))
+        g.set_invvars((1.0 / d["vars"][start:start + n]).astype(np.float32))
+        g.compute_gconsts()
+        am.add_pdf(g)
+        start += n
+    return Model(topo_text, tm, am)
+
+
+def load_tid2pdf(path):
+    """Just the transition-id -> pdf-id map of a model file (decoding needs no GMM code)."""
+    d = _load_npz(path, "GMM model")
+    if "tid2pdf" not in d:
+        raise NnetError(f"{path}: no transition-id map in this model file")
+    return d["tid2pdf"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs and alignment.
+
+class GraphCompiler:
+    """compile-train-graphs: per-utterance HCLG of the transcript, without transition probs
+    (Kaldi adds them at alignment time, as they change every pass)."""
+
+    def __init__(self, model, lang, lexicon_fst):
+        self.lang = lang
+        opts = khg.TrainingGraphCompilerOptions(transition_scale=0.0, self_loop_scale=0.0)
+        # The compiler keeps C++ references to these: hold them so Python does not free them.
+        self._keep = (model.tree(), lexicon_fst, opts)
+        self._gc = khg.TrainingGraphCompiler(trans_model=model.tm, ctx_dep=self._keep[0], lex_fst=lexicon_fst,
+                                             disambig_syms=lang.disambig, opts=opts)
+
+    def compile(self, words, where):
+        return self._gc.compile_graph_from_text(self.lang.word_ids(words, where))
+
+
+def align_equal(graph, num_frames, seed):
+    """align-equal-compiled: a random path of exactly num_frames through the graph, or None."""
+    ok, path = kaldifst.equal_align(ifst=graph, length=num_frames, rand_seed=seed, num_retries=10)
+    if not ok:
+        return None
+    ok, tids, _, _ = kaldifst.get_linear_symbol_sequence(path)
+    return tids if ok and len(tids) == num_frames else None
+
+
+class Aligner:
+    """gmm-align-compiled with Kaldi's train_mono.sh scales; counts done/failed/retried."""
+
+    def __init__(self, model, beam=6.0, retry_beam=40.0, careful=False, acoustic_scale=0.1,
+                 transition_scale=1.0, self_loop_scale=0.1):
+        self.model = model
+        self.config = khg.AlignConfig(beam=beam, retry_beam=retry_beam, careful=careful)
+        self.scales = (acoustic_scale, transition_scale, self_loop_scale)
+        self.done = self.failed = self.retried = self.frames = 0
+        self.tot_like = 0.0
+
+    def align(self, utt, graph, feats):
+        acoustic_scale, transition_scale, self_loop_scale = self.scales
+        khg.add_transition_probs(trans_model=self.model.tm, transition_scale=transition_scale,
+                                 self_loop_scale=self_loop_scale, fst=graph)
+        decodable = khg.DecodableAmDiagGmmScaled(am=self.model.am, tm=self.model.tm,
+                                                 feats=np.ascontiguousarray(feats, dtype=np.float32),
+                                                 scale=acoustic_scale)
+        done_before = self.done
+        (self.done, self.failed, self.retried, self.tot_like, self.frames, alignment, _) = \
+            khg.align_utterance_wrapper(config=self.config, utt=utt, acoustic_scale=acoustic_scale, fst=graph,
+                                        decodable=decodable, num_done=self.done, num_error=self.failed,
+                                        num_retried=self.retried, tot_like=self.tot_like,
+                                        frame_count=self.frames)
+        return alignment if self.done > done_before else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Accumulation and re-estimation.
+
+class Stats:
+    """gmm-acc-stats-ali accumulators: per Gaussian (all pdfs in order) occupancy, sum x, sum x^2;
+    per transition-id counts; the data log-likelihood and frame count for the log."""
+
+    def __init__(self, model):
+        g = sum(model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs))
+        self.occ = np.zeros(g)
+        self.x = np.zeros((g, model.dim))
+        self.x2 = np.zeros((g, model.dim))
+        self.trans = np.zeros(model.tm.num_transition_ids + 1)
+        self.tot_like = 0.0
+        self.frames = 0
+
+    def add(self, other):
+        if self.x.shape != other.x.shape or self.trans.shape != other.trans.shape:
+            raise NnetError("accumulators come from different models (Gaussian counts differ)")
+        for name in ("occ", "x", "x2", "trans", "tot_like", "frames"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def save(self, path):
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                np.savez(f, format=np.array("nnet-tools-gmm-acc-1"), occ=self.occ, x=self.x, x2=self.x2,
+                         trans=self.trans, tot_like=np.array(self.tot_like), frames=np.array(self.frames))
+
+    @classmethod
+    def load(cls, path):
+        d = _load_npz(path, "GMM accumulator")
+        if str(d.get("format", "")) != "nnet-tools-gmm-acc-1":
+            raise NnetError(f"{path}: not a GMM accumulator written by nnet-gmm-acc-stats-ali")
+        s = cls.__new__(cls)
+        s.occ, s.x, s.x2, s.trans = d["occ"], d["x"], d["x2"], d["trans"]
+        s.tot_like, s.frames = float(d["tot_like"]), int(d["frames"])
+        return s
+
+
+def accumulate(model, stats, utterances):
+    """Add the stats of aligned utterances [(feats, tids)]: each frame's posteriors over the
+    Gaussians of its aligned pdf, as gmm-acc-stats-ali (done per pdf, over all frames at once)."""
+    tid2pdf = model.tid2pdf()
+    feats = np.concatenate([f for f, _ in utterances]).astype(np.float32)
+    tids = np.concatenate([np.asarray(a, dtype=np.int64) for _, a in utterances])
+    pdfs = tid2pdf[tids]
+    stats.trans += np.bincount(tids, minlength=len(stats.trans))
+    offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
+    for p in np.unique(pdfs):
+        x = feats[pdfs == p]
+        comp = model.am.get_pdf(int(p)).log_likelihoods_matrix(x).astype(np.float64)
+        top = comp.max(1, keepdims=True)
+        like = top[:, 0] + np.log(np.exp(comp - top).sum(1))
+        post = np.exp(comp - like[:, None])
+        xd = x.astype(np.float64)
+        sl = slice(offsets[p], offsets[p + 1])
+        stats.occ[sl] += post.sum(0)
+        stats.x[sl] += post.T @ xd
+        stats.x2[sl] += post.T @ (xd * xd)
+        stats.tot_like += like.sum()
+    stats.frames += len(tids)
+
+
+def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, perturb_factor=0.01,
+             min_count=20.0, log=None):
+    """gmm-est: ML update of transitions and Gaussians, then split Gaussians to ``mix_up`` in all
+    (allocated to pdfs by occupancy ** power). Updates ``model`` in place."""
+    flags = khg.str_to_gmm_flags("mvwt")
+    tcfg = khg.MleTransitionUpdateConfig()
+    impr, count = model.tm.mle_update(stats.trans.reshape(-1, 1), tcfg)
+    if log:
+        log.info(f"Transition model update: Overall {impr / max(count, 1):.6g} log-like improvement per "
+                 f"frame over {count:g} frames.")
+    accs = khg.AccumAmDiagGmm()
+    accs.init(model.am, int(flags))
+    # The bindings hand out copies of the per-pdf accumulators, so the summed moments go in as
+    # two weighted points per Gaussian, mean +- std, weight occ/2 each: exactly the same
+    # occupancy, first and second moments (up to float32 rounding of the points).
+    g = 0
+    for p in range(model.num_pdfs):
+        for k in range(model.am.num_gauss_in_pdf(p)):
+            occ = float(stats.occ[g])
+            if occ > 0.0:
+                mean = stats.x[g] / occ
+                std = np.sqrt(np.maximum(stats.x2[g] / occ - mean * mean, 0.0))
+                for point in (mean + std, mean - std):
+                    accs.accumulate_for_gaussian(model.am, point.astype(np.float32), p, k, occ / 2)
+            g += 1
+    opts = khg.MleDiagGmmOptions()
+    opts.min_gaussian_occupancy = min_gaussian_occupancy
+    impr, count = khg.mle_am_diag_gmm_update(config=opts, amdiag_gmm_acc=accs, flags=flags, am_gmm=model.am)
+    if log:
+        log.info(f"GMM update: Overall {impr / max(count, 1):.6g} objective function improvement per frame "
+                 f"over {count:g} frames")
+        log.info(f"GMM update: Overall avg like per frame = {stats.tot_like / max(stats.frames, 1):.6g} "
+                 f"over {stats.frames} frames.")
+    if mix_up > 0:
+        offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
+        occs = np.array([stats.occ[offsets[p]:offsets[p + 1]].sum() for p in range(model.num_pdfs)],
+                        dtype=np.float32)
+        model.am.split_by_count(state_occs=occs, target_components=mix_up, perturb_factor=perturb_factor,
+                                power=power, min_count=min_count)
+    return model
+
+
+def compute_likes(model, feats):
+    """gmm-compute-likes: (frames x pdfs) log-likelihoods of each pdf's GMM."""
+    x = np.ascontiguousarray(feats, dtype=np.float32)
+    out = np.empty((x.shape[0], model.num_pdfs), dtype=np.float32)
+    for p in range(model.num_pdfs):
+        comp = model.am.get_pdf(p).log_likelihoods_matrix(x).astype(np.float64)
+        top = comp.max(1)
+        out[:, p] = top + np.log(np.exp(comp - top[:, None]).sum(1))
+    return out
+
+
+def num_gauss(model):
+    return model.am.num_gauss

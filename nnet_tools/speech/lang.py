@@ -1,0 +1,242 @@
+"""The lang directory (Kaldi's utils/prepare_lang.sh): symbol tables, HMM topology, L.fst, G.fst.
+
+Layout as Kaldi's: phones.txt, words.txt, topo, L.fst (lexicon with optional silence),
+L_disambig.fst, G.fst, phones/{silence,nonsilence,disambig}.{txt,int}, oov.txt. Phones are not
+word-position dependent (prepare_lang.sh --position-dependent-phones false).
+"""
+import math
+import os
+
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import atomic_path, write_text
+
+
+def read_lexicon(path):
+    """[(word, [phones])] from lexicon.txt lines 'word phone1 phone2 ...', in file order."""
+    out = []
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) < 2:
+                    raise NnetError(f"{path}:{n}: word '{fields[0]}' has no pronunciation")
+                if fields[0].startswith("#") or fields[0] in ("<eps>", "<s>", "</s>"):
+                    raise NnetError(f"{path}:{n}: '{fields[0]}' is a reserved symbol")
+                out.append((fields[0], fields[1:]))
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    if not out:
+        raise NnetError(f"{path}: empty lexicon")
+    return out
+
+
+def add_lex_disambig(lexicon):
+    """Kaldi's add_lex_disambig.pl: #1, #2, ... after a pronunciation that is a homophone or a
+    prefix of another, so L can be determinised. Returns (new lexicon, highest #k used)."""
+    count, prefixes = {}, set()
+    for _, phones in lexicon:
+        count[tuple(phones)] = count.get(tuple(phones), 0) + 1
+        for k in range(1, len(phones)):
+            prefixes.add(tuple(phones[:k]))
+    last, top, out = {}, 0, []
+    for word, phones in lexicon:
+        key = tuple(phones)
+        if count[key] == 1 and key not in prefixes:
+            out.append((word, list(phones)))
+            continue
+        last[key] = last.get(key, 0) + 1
+        top = max(top, last[key])
+        out.append((word, list(phones) + [f"#{last[key]}"]))
+    return out, top
+
+
+class Lang:
+    """Symbol tables and sets of a lang dir, as ints."""
+
+    def __init__(self, phones, words, silence, disambig):
+        self.phones = phones        # name -> id
+        self.words = words          # name -> id
+        self.silence = silence      # [phone ids]
+        self.disambig = disambig    # [phone ids of #0, #1, ...]
+
+    @property
+    def nonsilence(self):
+        return [i for p, i in self.phones.items()
+                if i != 0 and i not in self.silence and i not in self.disambig]
+
+    def word_ids(self, words, where):
+        missing = [w for w in words if w not in self.words]
+        if missing:
+            raise NnetError(f"{where}: word '{missing[0]}' is not in words.txt")
+        return [self.words[w] for w in words]
+
+
+def build(lexicon, silence_phone="SIL", silence_word="!SIL"):
+    """Lang for ``lexicon`` ([(word, phones)]): Kaldi's numbering, silence phones first."""
+    phone_set = {p for _, ps in lexicon for p in ps}
+    if silence_phone not in phone_set:
+        raise NnetError(f"lexicon has no silence phone '{silence_phone}' (add e.g. '{silence_word} {silence_phone}')")
+    _, top = add_lex_disambig(lexicon)
+    names = ["<eps>", silence_phone] + sorted(phone_set - {silence_phone}) + [f"#{k}" for k in range(top + 1)]
+    phones = {p: i for i, p in enumerate(names)}
+    word_names = ["<eps>"] + sorted({w for w, _ in lexicon}) + ["#0", "<s>", "</s>"]
+    words = {w: i for i, w in enumerate(word_names)}
+    return Lang(phones, words, [phones[silence_phone]], [phones[f"#{k}"] for k in range(top + 1)])
+
+
+def topology_text(lang, num_nonsil_states=3, num_sil_states=5):
+    """Kaldi's topo (utils/gen_topo.pl): 3-state left-to-right phones; silence with 5 states,
+    the middle ones fully connected, as prepare_lang.sh makes it."""
+    nonsil = " ".join(map(str, lang.nonsilence))
+    sil = " ".join(map(str, lang.silence))
+    lines = ["<Topology>", "<TopologyEntry>", "<ForPhones>", nonsil, "</ForPhones>"]
+    for s in range(num_nonsil_states):
+        lines.append(f"<State> {s} <PdfClass> {s} <Transition> {s} 0.75 <Transition> {s + 1} 0.25 </State>")
+    lines += [f"<State> {num_nonsil_states} </State>", "</TopologyEntry>",
+              "<TopologyEntry>", "<ForPhones>", sil, "</ForPhones>"]
+    p = 1.0 / (num_sil_states - 1)
+    lines.append("<State> 0 <PdfClass> 0 " + " ".join(f"<Transition> {k} {p:g}" for k in range(num_sil_states - 1))
+                 + " </State>")
+    for s in range(1, num_sil_states - 1):
+        lines.append(f"<State> {s} <PdfClass> {s} "
+                     + " ".join(f"<Transition> {k} {p:g}" for k in range(1, num_sil_states)) + " </State>")
+    last = num_sil_states - 1
+    lines += [f"<State> {last} <PdfClass> {last} <Transition> {last} 0.75 <Transition> {num_sil_states} 0.25 </State>",
+              f"<State> {num_sil_states} </State>", "</TopologyEntry>", "</Topology>"]
+    return "\n".join(lines) + "\n"
+
+
+def lexicon_fst(lang, lexicon, sil_prob=0.5, silence_phone="SIL"):
+    """L as Kaldi's make_lexicon_fst.py --sil-prob: optional silence at the start and after each
+    word (cost -log sil_prob, or -log(1 - sil_prob) for none). Phones in, words out."""
+    import kaldifst
+    if not 0.0 < sil_prob < 1.0:
+        raise NnetError(f"--sil-prob must be in (0, 1), got {sil_prob}")
+    sil_cost, nosil_cost = -math.log(sil_prob), -math.log(1.0 - sil_prob)
+    fst = kaldifst.StdVectorFst()
+    start, loop, sil = fst.add_state(), fst.add_state(), fst.add_state()
+    fst.start = start
+    fst.set_final(state=loop, weight=0.0)
+
+    def arc(src, ilabel, olabel, weight, dst):
+        fst.add_arc(state=src, arc=kaldifst.StdArc(ilabel=ilabel, olabel=olabel, weight=weight, nextstate=dst))
+
+    arc(start, 0, 0, nosil_cost, loop)
+    arc(start, 0, 0, sil_cost, sil)
+    arc(sil, lang.phones[silence_phone], 0, 0.0, loop)
+    for word, phones in lexicon:
+        src = loop
+        for k, p in enumerate(phones[:-1]):
+            nxt = fst.add_state()
+            arc(src, lang.phones[p], lang.words[word] if k == 0 else 0, 0.0, nxt)
+            src = nxt
+        out = lang.words[word] if len(phones) == 1 else 0
+        arc(src, lang.phones[phones[-1]], out, nosil_cost, loop)
+        arc(src, lang.phones[phones[-1]], out, sil_cost, sil)
+    kaldifst.arcsort(fst, sort_type="olabel")
+    return fst
+
+
+def word_loop_fst(lang, exclude=("!SIL",)):
+    """G: one state looping over every real word with equal probability (a digit-loop grammar)."""
+    import kaldifst
+    loop_words = [i for w, i in lang.words.items()
+                  if i != 0 and not w.startswith("#") and w not in ("<s>", "</s>") and w not in exclude]
+    cost = math.log(len(loop_words))
+    fst = kaldifst.StdVectorFst()
+    s = fst.add_state()
+    fst.start = s
+    fst.set_final(state=s, weight=0.0)
+    for i in loop_words:
+        fst.add_arc(state=s, arc=kaldifst.StdArc(ilabel=i, olabel=i, weight=cost, nextstate=s))
+    kaldifst.arcsort(fst, sort_type="ilabel")
+    return fst
+
+
+def write_fst(fst, path):
+    with atomic_path(path) as tmp:
+        fst.write(tmp)
+
+
+def read_fst(path):
+    import kaldifst
+    if not os.path.isfile(path):
+        raise NnetError(f"{path}: FST file does not exist")
+    fst = kaldifst.StdVectorFst.read(path)  # OpenFst says why on stderr and returns None
+    if fst is None:
+        raise NnetError(f"{path}: cannot read FST (not an OpenFst binary file?)")
+    return fst
+
+
+def _symbols(table):
+    return "".join(f"{s} {i}\n" for s, i in sorted(table.items(), key=lambda kv: kv[1]))
+
+
+def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop=True):
+    """Write the whole lang dir from lexicon.txt; returns the Lang."""
+    lexicon = read_lexicon(lexicon_path)
+    lang = build(lexicon, silence_phone)
+    os.makedirs(os.path.join(lang_dir, "phones"), exist_ok=True)
+    write_text(os.path.join(lang_dir, "phones.txt"), _symbols(lang.phones))
+    write_text(os.path.join(lang_dir, "words.txt"), _symbols(lang.words))
+    write_text(os.path.join(lang_dir, "topo"), topology_text(lang))
+    id2phone = {i: p for p, i in lang.phones.items()}
+    for name, ids in (("silence", lang.silence), ("nonsilence", lang.nonsilence), ("disambig", lang.disambig)):
+        write_text(os.path.join(lang_dir, "phones", f"{name}.txt"), "".join(f"{id2phone[i]}\n" for i in ids))
+        write_text(os.path.join(lang_dir, "phones", f"{name}.int"), "".join(f"{i}\n" for i in ids))
+    write_fst(lexicon_fst(lang, lexicon, sil_prob, silence_phone), os.path.join(lang_dir, "L.fst"))
+    disambig_lexicon, _ = add_lex_disambig(lexicon)
+    write_fst(lexicon_fst(lang, disambig_lexicon, sil_prob, silence_phone), os.path.join(lang_dir, "L_disambig.fst"))
+    if word_loop:
+        write_fst(word_loop_fst(lang), os.path.join(lang_dir, "G.fst"))
+    return lang
+
+
+def _read_table(path):
+    table = {}
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                fields = line.split()
+                if len(fields) != 2 or not fields[1].isdigit():
+                    raise NnetError(f"{path}:{n}: expected 'symbol id', got '{line.strip()}'")
+                table[fields[0]] = int(fields[1])
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    return table
+
+
+def _read_ints(path):
+    try:
+        with open(path) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    except ValueError:
+        raise NnetError(f"{path}: expected integers") from None
+
+
+def load(lang_dir):
+    """Lang of an existing lang dir (phones.txt, words.txt, phones/*.int)."""
+    return Lang(_read_table(os.path.join(lang_dir, "phones.txt")),
+                _read_table(os.path.join(lang_dir, "words.txt")),
+                _read_ints(os.path.join(lang_dir, "phones", "silence.int")),
+                _read_ints(os.path.join(lang_dir, "phones", "disambig.int")))
+
+
+def read_topology(lang_dir):
+    import kaldi_hmm_gmm as khg
+    path = os.path.join(lang_dir, "topo")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    topo = khg.HmmTopology()
+    try:
+        topo.read(text)
+    except Exception as e:  # Kaldi's parser reports through a generic runtime error
+        raise NnetError(f"{path}: bad HMM topology: {str(e).strip().splitlines()[-1]}") from None
+    return topo, text

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Kaldi's steps/align_si.sh: align a data dir with a trained GMM -> DIR/ali.JOB.ark, DIR/final.mdl.
+help_message="Usage: steps/align_si.sh [options] <data-dir> <lang-dir> <src-dir> <align-dir>
+ e.g.: steps/align_si.sh --nj 4 --cmd \"\$train_cmd\" data/train data/lang exp/mono exp/mono_ali
+Options: --nj, --cmd, --beam (10), --retry-beam (40)"
+set -euo pipefail
+cmd="nnet-queue local"
+nj=4
+beam=10
+retry_beam=40
+scale_opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1"
+. "$(dirname "$0")/parse_options.sh"
+[ $# -eq 4 ] || { echo "$help_message" 1>&2; exit 1; }
+data=$1; lang=$2; srcdir=$3; dir=$4
+for f in $data/feats.scp $data/cmvn.scp $data/text $srcdir/final.mdl; do
+  [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
+done
+mkdir -p $dir/log
+utils/split_data.sh $data $nj
+sdata=$data/split$nj
+cp $srcdir/final.mdl $dir/final.mdl
+echo $nj > $dir/num_jobs
+feats="ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | nnet-add-deltas ark:- ark:- |"
+$cmd JOB=1:$nj $dir/log/align.JOB.log \
+  nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam $dir/final.mdl $lang "$feats" \
+  $sdata/JOB/text ark:$dir/ali.JOB.ark
+grep -h "Done [0-9]*, errors on" $dir/log/align.*.log | sed 's/^.*) //' | awk '{d += $2; e += $5} END {print "'$0': aligned " d " utterances, errors on " e}'

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Kaldi's steps/decode.sh for a GMM (gmm-compute-likes | decode-faster-mapped, best path), or, with
+# --nnet MODEL, the hybrid DNN: log-likelihoods = log-posteriors - log-priors from nnet-compute.
+# Then scoring: DECODE_DIR/wer_<lmwt> with lmwt = 1/acoustic-scale.
+help_message="Usage: steps/decode.sh [options] <graph-dir> <data-dir> <decode-dir>
+ e.g.: steps/decode.sh --nj 4 --cmd \"\$train_cmd\" exp/mono/graph data/test exp/mono/decode_test
+       steps/decode.sh --nnet exp/nnet/final.mdl --trans-model exp/mono_ali/final.mdl exp/mono/graph data/test_fbank exp/nnet/decode_test
+Options: --nj, --cmd, --acwt (0.1), --beam (13), --max-active (7000), --nnet, --priors, --cmvn-opts, --trans-model, --use-gpu"
+set -euo pipefail
+cmd="nnet-queue local"
+nj=4
+acwt=0.1
+beam=13
+max_active=7000
+nnet=
+priors=
+cmvn_opts=
+trans_model=
+use_gpu=no
+. "$(dirname "$0")/parse_options.sh"
+[ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
+graphdir=$1; data=$2; dir=$3
+srcdir=$(dirname $dir)
+[ -z "$trans_model" ] && trans_model=$srcdir/final.mdl
+for f in $graphdir/HCLG.fst $data/feats.scp $trans_model ${priors:+$priors}; do
+  [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
+done
+mkdir -p $dir/log
+utils/split_data.sh $data $nj
+sdata=$data/split$nj
+# CMVN as Kaldi applies it, when the data dir has cmvn.scp (a dir of normalised features has none).
+feats="scp:$sdata/JOB/feats.scp"
+[ -f $data/cmvn.scp ] && feats="ark:nnet-apply-cmvn $cmvn_opts --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- |"
+if [ -z "$nnet" ]; then
+  likes="nnet-gmm-compute-likes $trans_model \"${feats%|}| nnet-add-deltas ark:- ark:- |\" ark:-"
+  [ -f $data/cmvn.scp ] || likes="nnet-gmm-compute-likes $trans_model \"ark:nnet-add-deltas $feats ark:- |\" ark:-"
+else
+  # The model's priors turn its log-posteriors into log-likelihoods (--priors FILE overrides them).
+  likes="nnet-compute --use-gpu $use_gpu ${priors:+--priors $priors} $nnet \"$feats\" ark:-"
+fi
+$cmd JOB=1:$nj $dir/log/decode.JOB.log bash -c \
+  "$likes | nnet-decode-faster-mapped --acoustic-scale $acwt --beam $beam --max-active $max_active $trans_model $graphdir/HCLG.fst ark:- ark,t:$dir/words.JOB.txt"
+local/score.sh $data $graphdir $dir

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Kaldi's steps/make_mfcc.sh / make_fbank.sh: DATA/wav.scp -> FEAT_DIR/raw_<type>_<name>.JOB.{ark,scp}
+# through $cmd JOB=1:nj, then DATA/feats.scp. A wav that cannot be read is skipped and counted.
+help_message="Usage: steps/make_feats.sh [options] <data-dir> <log-dir> <feat-dir>
+ e.g.: steps/make_feats.sh --feat-type mfcc --conf conf/mfcc.conf --nj 4 --cmd \"\$train_cmd\" data/train exp/make_mfcc/train mfcc
+Options: --feat-type mfcc|fbank, --conf, --nj, --cmd"
+set -euo pipefail
+cmd="nnet-queue local"
+nj=4
+feat_type=mfcc
+conf=
+. "$(dirname "$0")/parse_options.sh"
+[ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
+data=$1; logdir=$2; featdir=$3
+[ -f $data/wav.scp ] || { echo "$0: expected file $data/wav.scp to exist" 1>&2; exit 1; }
+name=$(basename $data)
+mkdir -p $logdir $featdir
+featdir=$(cd $featdir && pwd)
+utils/split_data.sh $data $nj
+opts=(--type $feat_type); [ -n "$conf" ] && opts+=(--config $conf)
+$cmd JOB=1:$nj $logdir/make_${feat_type}_$name.JOB.log \
+  nnet-compute-feats "${opts[@]}" $data/split$nj/JOB/wav.scp \
+  ark,scp:$featdir/raw_${feat_type}_$name.JOB.ark,$featdir/raw_${feat_type}_$name.JOB.scp
+for j in $(seq $nj); do cat $featdir/raw_${feat_type}_$name.$j.scp; done | sort > $data/feats.scp
+nf=$(wc -l < $data/feats.scp); nu=$(wc -l < $data/wav.scp)
+[ $nf -eq $nu ] || echo "$0: WARNING: features for $nf of $nu utterances (see $logdir/make_${feat_type}_$name.*.log)"
+echo "$0: succeeded making $feat_type features for $name ($nf utterances)"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Kaldi's steps/train_mono.sh: flat-start monophone GMM training. Features: apply-cmvn per
+# speaker + add-deltas, dumped once per job (Kaldi recomputes them in a pipe every pass).
+help_message="Usage: steps/train_mono.sh [options] <data-dir> <lang-dir> <exp-dir>
+ e.g.: steps/train_mono.sh --nj 4 --cmd \"\$train_cmd\" data/train data/lang exp/mono
+Options: --nj, --cmd, --num-iters (40), --totgauss (1000), --max-iter-inc (30), --power (0.25),
+         --realign-iters, --beam (6), --retry-beam (40), --stage"
+set -euo pipefail
+cmd="nnet-queue local"
+nj=4
+stage=-4
+num_iters=40
+max_iter_inc=30
+totgauss=1000
+power=0.25
+beam=6
+retry_beam=40
+realign_iters="1 2 3 4 5 6 7 8 9 10 12 14 16 18 20 23 26 29 32 35 38"
+scale_opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1"
+. "$(dirname "$0")/parse_options.sh"
+[ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
+data=$1; lang=$2; dir=$3
+for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
+  [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
+done
+mkdir -p $dir/log
+utils/split_data.sh $data $nj
+sdata=$data/split$nj
+feats="ark:$dir/feats.JOB.ark"
+
+if [ $stage -le -4 ]; then
+  $cmd JOB=1:$nj $dir/log/feats.JOB.log \
+    nnet-add-deltas "ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- |" \
+    ark:$dir/feats.JOB.ark
+fi
+if [ $stage -le -3 ]; then
+  echo "$0: initializing monophone system."
+  $cmd $dir/log/init.log nnet-gmm-init-mono $lang ark:$dir/feats.1.ark $dir/0.mdl
+fi
+if [ $stage -le -2 ]; then
+  echo "$0: aligning data equally (pass 0)"
+  $cmd JOB=1:$nj $dir/log/align.0.JOB.log \
+    nnet-gmm-align --equal $dir/0.mdl $lang $feats $sdata/JOB/text ark:$dir/ali.JOB.ark
+fi
+numgauss=$(grep -o "[0-9]* pdfs" $dir/log/init.log | head -1 | awk '{print $1}')
+incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
+if [ $stage -le -1 ]; then
+  $cmd JOB=1:$nj $dir/log/acc.0.JOB.log nnet-gmm-acc-stats-ali $dir/0.mdl $feats ark:$dir/ali.JOB.ark $dir/0.JOB.acc
+  $cmd $dir/log/update.0.log nnet-gmm-est --min-gaussian-occupancy 3 --mix-up $numgauss --power $power \
+    $dir/0.mdl $(for j in $(seq $nj); do echo $dir/0.$j.acc; done) $dir/1.mdl
+  rm $dir/0.*.acc
+fi
+x=1
+while [ $x -lt $num_iters ]; do
+  echo "$0: pass $x"
+  if [ $stage -le $x ]; then
+    if echo " $realign_iters " | grep -q " $x "; then
+      echo "$0: aligning data"
+      $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
+        nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam $dir/$x.mdl $lang $feats \
+        $sdata/JOB/text ark:$dir/ali.JOB.ark
+    fi
+    $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log nnet-gmm-acc-stats-ali $dir/$x.mdl $feats ark:$dir/ali.JOB.ark $dir/$x.JOB.acc
+    $cmd $dir/log/update.$x.log nnet-gmm-est --mix-up $numgauss --power $power \
+      $dir/$x.mdl $(for j in $(seq $nj); do echo $dir/$x.$j.acc; done) $dir/$((x+1)).mdl
+    rm $dir/$x.mdl $dir/$x.*.acc
+  fi
+  [ $x -le $max_iter_inc ] && numgauss=$((numgauss + incgauss))
+  x=$((x+1))
+done
+cp $dir/$x.mdl $dir/final.mdl
+rm -f $dir/feats.*.ark
+grep -h "Overall avg like per frame (Gaussian only)" $dir/log/acc.$((x-1)).*.log | sed 's/^LOG ([^)]*) //' | head -1
+echo "$0: done training monophone system in $dir"

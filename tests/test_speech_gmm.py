@@ -1,0 +1,107 @@
+"""Monophone GMM pieces: model files, ML re-estimation from summed stats, alignment failures
+counted as Kaldi counts them (out-of-lexicon word, utterance too short), ali-to-pdf."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip install -e '.[speech]')")
+
+from conftest import REPO, error_line, run  # noqa: E402
+from nnet_tools.data import tables  # noqa: E402
+from nnet_tools.speech import gmm, lang  # noqa: E402
+
+LEXICON = REPO / "recipes" / "spoken_digits" / "local" / "dict" / "lexicon.txt"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gmm")
+    lang.prepare(str(LEXICON), str(d / "lang"))
+    _, topo = lang.read_topology(str(d / "lang"))
+    rng = np.random.default_rng(0)
+    model = gmm.init_mono(topo, [rng.normal(size=(50, 6)).astype(np.float32)])
+    gmm.save(model, str(d / "0.mdl"))
+    return d, model
+
+
+def test_model_file_round_trip(setup):
+    d, model = setup
+    back = gmm.load(str(d / "0.mdl"))
+    x = np.random.default_rng(1).normal(size=(7, 6)).astype(np.float32)
+    np.testing.assert_allclose(gmm.compute_likes(back, x), gmm.compute_likes(model, x), rtol=1e-5)
+    assert back.tm.__getstate__()[6] == pytest.approx(model.tm.__getstate__()[6])
+    np.testing.assert_array_equal(gmm.load_tid2pdf(str(d / "0.mdl")), model.tid2pdf())
+
+
+def test_bad_model_file_is_one_line(tmp_path):
+    (tmp_path / "x.mdl").write_text("not a model")
+    line = error_line(run("nnet-gmm-est", tmp_path / "x.mdl", tmp_path / "a.acc", tmp_path / "y.mdl"))
+    assert "x.mdl: not a GMM model file" in line
+
+
+def test_estimate_is_maximum_likelihood(setup):
+    """Stats summed over two 'jobs' re-estimate a single-Gaussian pdf to the data's mean and
+    variance, and the transition counts to relative frequencies (Kaldi's MLE with floor 0.01)."""
+    d, _ = setup
+    model = gmm.load(str(d / "0.mdl"))
+    rng = np.random.default_rng(2)
+    tids = [t for t in range(1, model.tm.num_transition_ids + 1) if model.tm.transition_id_to_pdf(t) == 0]
+    parts = []
+    for _ in range(2):
+        feats = (rng.normal(size=(400, 6)) * [1, 2, 3, 1, 2, 3] + 5).astype(np.float32)
+        ali = rng.choice(tids, size=400, p=[0.7, 0.3] if len(tids) == 2 else None)
+        s = gmm.Stats(model)
+        gmm.accumulate(model, s, [(feats, ali)])
+        parts.append((s, feats, ali))
+    total = parts[0][0]
+    total.add(parts[1][0])
+    x = np.concatenate([p[1] for p in parts]).astype(np.float64)
+    gmm.estimate(model, total, min_gaussian_occupancy=3)
+    g = model.am.get_pdf(0)
+    np.testing.assert_allclose(g.means[0], x.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(g.vars[0], x.var(0), rtol=1e-3)
+    counts = np.bincount(np.concatenate([p[2] for p in parts]), minlength=model.tm.num_transition_ids + 1)
+    log_probs = model.tm.__getstate__()[6]
+    np.testing.assert_allclose(np.exp([log_probs[t] for t in tids]), counts[tids] / counts[tids].sum(), rtol=1e-4)
+
+
+def test_align_counts_failures(setup, tmp_path):
+    d, _ = setup
+    rng = np.random.default_rng(3)
+    with tables.MatrixWriter(f"ark:{tmp_path}/feats.ark") as w:
+        w.write("good", rng.normal(size=(60, 6)).astype(np.float32))
+        w.write("oov", rng.normal(size=(60, 6)).astype(np.float32))
+        w.write("short", rng.normal(size=(5, 6)).astype(np.float32))   # 3 words need >= 24 frames
+    (tmp_path / "text").write_text("good one two\noov one eleven\nshort one two three\n")
+    r = run("nnet-gmm-align", "--equal", d / "0.mdl", d / "lang", f"ark:{tmp_path}/feats.ark", tmp_path / "text",
+            f"ark:{tmp_path}/ali.ark", check=True)
+    assert "word 'eleven' is not in words.txt" in r.stderr
+    assert "Did not successfully align utterance short, len = 5" in r.stderr
+    assert "Done 1, errors on 2" in r.stderr and "Traceback" not in r.stderr
+    ali = dict(tables.read_int_vectors(f"ark:{tmp_path}/ali.ark"))
+    assert list(ali) == ["good"] and len(ali["good"]) == 60
+    # ali-to-pdf maps every transition-id through the model
+    r = run("nnet-ali-to-pdf", d / "0.mdl", f"ark:{tmp_path}/ali.ark", f"ark:{tmp_path}/pdf.ark", check=True)
+    pdf = dict(tables.read_int_vectors(f"ark:{tmp_path}/pdf.ark"))["good"]
+    np.testing.assert_array_equal(pdf, gmm.load_tid2pdf(str(d / "0.mdl"))[ali["good"]])
+
+
+def test_missing_wav_is_counted(tmp_path):
+    from nnet_tools.speech import synth
+    samples = (np.sin(np.arange(8000) / 5) * 3000).astype(np.int16)
+    synth.write_wav(str(tmp_path / "a.wav"), samples)
+    (tmp_path / "wav.scp").write_text(f"a {tmp_path}/a.wav\nb {tmp_path}/missing.wav\n")
+    r = run("nnet-compute-feats", "--type", "mfcc", tmp_path / "wav.scp", f"ark,t:{tmp_path}/feats.txt", check=True)
+    assert "wav file" in r.stderr and "missing.wav does not exist; skipping it" in r.stderr
+    assert "Done 1 out of 2 utterances." in r.stderr
+    feats = dict(tables.read_matrices(f"ark:{tmp_path}/feats.txt"))
+    assert list(feats) == ["a"] and feats["a"].shape == (48, 13)   # (8000 - 400) // 160 + 1 frames
+
+
+def test_import_order_kaldifst_after_kaldi_hmm_gmm():
+    """Every speech module that needs both imports kaldi_hmm_gmm first (the other order hangs)."""
+    code = "import nnet_tools.speech.graph, nnet_tools.speech.decode, nnet_tools.speech.gmm; print('ok')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.stdout.strip() == "ok", r.stderr

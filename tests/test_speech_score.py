@@ -1,0 +1,59 @@
+"""WER scoring: hand-counted edits, Kaldi's compute-wer line format, best_wer."""
+import pytest
+
+pytest.importorskip("kaldialign", reason="speech extra not installed (pip install -e '.[speech]')")
+
+from conftest import REPO, run  # noqa: E402
+from nnet_tools.errors import NnetError  # noqa: E402
+from nnet_tools.speech import score  # noqa: E402
+
+
+def wer(refs, hyps, mode="present"):
+    return score.compute_wer(refs, hyps, mode)[0]
+
+
+def test_hand_counted_edits_and_kaldi_line():
+    refs = {"u1": "one two three".split(),        # hyp drops 'two': 1 del
+            "u2": "oh five".split(),              # hyp 'oh nine five six': 2 ins
+            "u3": "seven eight nine zero".split()}  # hyp 'seven six nine': 1 sub, 1 del
+    hyps = {"u1": "one three".split(), "u2": "oh nine five six".split(), "u3": "seven six nine".split()}
+    c = wer(refs, hyps)
+    assert (c.ins, c.dels, c.subs, c.ref_words) == (2, 2, 1, 9)
+    assert c.wer_line() == "%WER 55.56 [ 5 / 9, 2 ins, 2 del, 1 sub ]"
+    assert c.ser_line() == "%SER 100.00 [ 3 / 3 ]"
+    assert score.WER_LINE.match(c.wer_line())
+
+
+def test_perfect_and_empty_hypothesis():
+    refs = {"a": ["one", "two"], "b": ["three"]}
+    assert wer(refs, dict(refs)).wer_line() == "%WER 0.00 [ 0 / 3, 0 ins, 0 del, 0 sub ]"
+    assert wer(refs, {"a": [], "b": []}).wer_line() == "%WER 100.00 [ 3 / 3, 0 ins, 3 del, 0 sub ]"
+
+
+def test_modes_for_missing_utterances():
+    refs = {"a": ["one"], "b": ["two"]}
+    counts, missing = score.compute_wer(refs, {"a": ["one"]}, "present")
+    assert (counts.sents, missing) == (1, 1)
+    with pytest.raises(NnetError, match="no hypothesis for utterance 'b'"):
+        wer(refs, {"a": ["one"]}, "all")
+    with pytest.raises(NnetError, match="no reference for utterance 'c'"):
+        wer(refs, {"a": ["one"], "b": ["two"], "c": ["x"]}, "strict")
+
+
+def test_best_wer_picks_lowest():
+    lines = ["exp/mono/decode_test/wer_10:%WER 12.50 [ 10 / 80, 1 ins, 2 del, 7 sub ]",
+             "exp/mono/decode_test/wer_9:%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]",
+             "not a wer line"]
+    assert score.best_wer(lines) == lines[1]
+    r = run("bash", "-c", f"printf '%s\\n' '{lines[0]}' '{lines[1]}' | {REPO}/utils/best_wer.sh")
+    assert r.stdout.strip() == lines[1]
+
+
+def test_compute_wer_program(tmp_path):
+    (tmp_path / "ref").write_text("u1 one two three\nu2 four\n")
+    (tmp_path / "hyp").write_text("u1 one two\nu2 five five\n")
+    r = run("nnet-compute-wer", tmp_path / "ref", tmp_path / "hyp", check=True)
+    assert r.stdout.splitlines()[0] == "%WER 75.00 [ 3 / 4, 1 ins, 1 del, 1 sub ]"
+    (tmp_path / "bad").write_text("u1 one\nu1 two\n")
+    r = run("nnet-compute-wer", tmp_path / "ref", tmp_path / "bad")
+    assert r.returncode == 1 and "appears twice" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,1 @@
+../steps/parse_options.sh
