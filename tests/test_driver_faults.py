@@ -124,3 +124,26 @@ def test_diverging_learning_rate_stops_the_run_saying_diverged(setup):
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("steps/train_dnn.py: ") and "diverged" in last, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.cluster) for e in ("slurm", "sge")])
+def test_a_job_cancelled_on_the_engine_is_retried_and_the_run_ends_as_undisturbed(setup, engine):
+    from test_queue_cluster import queued_jobs, require
+    require(engine)
+    tmp, clean = setup
+    exp = tmp / f"cancel_{engine}"
+    argv = driver_argv(tmp, exp)
+    argv[argv.index("--cmd") + 1] = f"nnet-queue {engine} --mem 1G"
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        started = exp / "log" / "train.2.2.log"
+        (job,) = wait_for(lambda: started.exists() and queued_jobs(engine, "train.2.log"), timeout=600,
+                          what="iteration 2's array job to run")
+        subprocess.run(["scancel", f"{job}_2"] if engine == "slurm" else ["qdel", job, "-t", "2"], check=True,
+                       capture_output=True)
+        out, err = p.communicate(timeout=900)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err[-3000:]
+    assert "job 2 of iteration 2 failed" in err and "retry 1/2" in err
+    assert same_model(final_state(exp), clean)

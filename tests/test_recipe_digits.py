@@ -30,3 +30,8 @@ def test_digits_recipe_reaches_test_accuracy(tmp_path):
     # cleanup keeps every 100th iteration's model, the last iteration's and final.mdl (as Kaldi)
     kept = {p.name for p in (recipe / "exp" / "nnet").glob("*.mdl")}
     assert kept == {"0.mdl", f"{len(ramp)}.mdl", "final.mdl"}
+    # Run again: every stage with complete outputs is skipped, saying so; the test is scored again.
+    again = run("./run.sh", cwd=recipe, check=True)
+    for n in (0, 1, 2):
+        assert re.search(rf"^\./run\.sh: stage {n}: outputs complete \(.*\); skipping it", again.stdout, re.M)
+    assert f"Test accuracy: {accuracy}" in again.stdout and "Iter:" not in again.stdout

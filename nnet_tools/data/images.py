@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from nnet_tools.errors import NnetError
+from nnet_tools.fileio import write_text
 from nnet_tools.data.tables import IntVectorWriter, MatrixWriter
 
 IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -19,8 +20,7 @@ def write_data_dir(out, keys, pixels, labels):
         for key, row, label in zip(keys, pixels, labels):
             feats.write(key, np.asarray(row, dtype=np.float32).reshape(1, -1))
             targets.write(key, np.array([label], dtype=np.int32))
-    with open(f"{out}/utt2spk", "w") as f:
-        f.writelines(f"{k} {k}\n" for k in keys)
+    write_text(f"{out}/utt2spk", "".join(f"{k} {k}\n" for k in keys))  # last, whole: the dir is complete
 
 
 def find_idx(idx_dir, stem, kind):

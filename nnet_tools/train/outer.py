@@ -141,9 +141,9 @@ class OuterLoop:
         if stage is not None:
             return stage
         stage = self.resume_point()
-        if stage >= 0:
-            self.say(f"{self.name}: resuming at {'the final combination' if stage == self.num_iters else f'iteration {stage}'}"
-                     f" ({self.mdl(stage)} is the newest complete model)" if stage <= self.num_iters else "")
+        if 0 <= stage <= self.num_iters:
+            where = "the final combination" if stage == self.num_iters else f"iteration {stage}"
+            self.say(f"{self.name}: resuming at {where} ({self.mdl(stage)} is the newest complete model)")
         return stage
 
     def resume_point(self):
