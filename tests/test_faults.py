@@ -124,6 +124,14 @@ def test_killed_writer_leaves_no_partial_file_and_the_next_writer_sweeps_its_tem
     assert temps(tmp_path / "out") == [live.name]
 
 
+def test_a_write_that_fails_otherwise_says_why_in_one_line(tmp_path):
+    from nnet_tools.errors import NnetError
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NnetError, match=r"file/x.mdl: write failed: (File exists|Not a directory)$"):
+        fileio.write_text(tmp_path / "file/x.mdl", "y")
+    assert not fileio.disk_full(str(tmp_path), OSError(13, "Permission denied"))
+
+
 def test_killed_get_egs_leaves_nothing_visible_and_the_next_run_cleans_up(tmp_path):
     feats, targets = write_data(tmp_path / "data")
     # Features from a pipe that stalls after the data: nnet-get-egs is then mid-run, its spool

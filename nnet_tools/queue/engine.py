@@ -164,35 +164,37 @@ class EngineBackend(Backend):
         _remove(self.files.output)
         wrapper.write(spec, self.files, self.task_variable, tasks)
         argv = command + self.submit_options(self.files, tasks) + flags + [self.files.script]
-        job = None
+        self.job = None
         self.submitted = int(time.time())
         try:
-            with deferred_signals():   # a signal now is delivered once the job id is known
-                job = self._submit(argv)
-            return self._wait(job, tasks)
+            self._submit(argv)
+            return self._wait(self.job, tasks)
         except BaseException as e:
             signum = e.signum if isinstance(e, Interrupted) else signal.SIGTERM
-            for found in [job] if job is not None else self._find_own_jobs():
+            for found in [self.job] if self.job is not None else self._find_own_jobs():
                 self._cancel(found, tasks, signum)
             raise
         finally:
             self.files.remove_markers(tasks)
 
     def _submit(self, argv):
-        """Submit, retrying while the controller does not answer (Kaldi's queue.pl: 4 tries, 20 s
-        apart); a request the engine refuses fails at once. Returns the job id."""
+        """Submit, setting self.job; retry while the controller does not answer (Kaldi's
+        queue.pl: 4 tries, 20 s apart); a request the engine refuses fails at once."""
         tries, delay = int(self.spec.fault_option("submit_tries")), self.spec.fault_option("submit_retry_delay")
         for attempt in range(1, tries + 1):
-            try:
-                return self.job_id(run_command(argv, "submitting", new_session=True))
-            except EngineUnavailable as e:
-                error = e
-            if not transient(str(error)) or attempt == tries:
-                break
-            # A submission that timed out may have been accepted all the same.
-            found = self._find_own_jobs(quiet=True)
-            if found:
-                return found[0]
+            with deferred_signals():   # a signal now is delivered once self.job is set
+                try:
+                    self.job = self.job_id(run_command(argv, "submitting", new_session=True))
+                    return
+                except EngineUnavailable as e:
+                    error = e
+                if not transient(str(error)) or attempt == tries:
+                    break
+                # A submission that timed out may have been accepted all the same.
+                found = self._find_own_jobs(quiet=True)
+                if found:
+                    self.job = found[0]
+                    return
             print(f"{self.prog}: WARNING: submitting {self.spec.log_glob()} failed (try {attempt} of {tries}): "
                   f"{error}; trying again in {delay:g} s", file=sys.stderr, flush=True)
             time.sleep(delay)

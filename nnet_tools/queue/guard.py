@@ -7,12 +7,12 @@ whole process group, so no task goes on writing into a log that a new run may ow
 it waits for the command and exits as the command did (same code, or same signal), so the
 launcher reads the task's status exactly as if it had run the command itself.
 
-Standard library only, and run by file path: every task pays its start-up time.
+Standard library only, run by file path without site (python3 -S -E): every task pays its
+start-up time.
 """
 import ctypes
 import os
 import signal
-import subprocess
 import sys
 
 PR_SET_PDEATHSIG = 1
@@ -44,7 +44,7 @@ def main(argv):
     # end. A handler (not SIG_IGN) is reset by exec, so the child gets these signals as usual.
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, lambda signum, frame: None)
-    code = subprocess.Popen(command).wait()
+    code = os.waitstatus_to_exitcode(os.waitpid(os.posix_spawnp(command[0], command, os.environ), 0)[1])
     if code < 0:   # killed by a signal: end the same way, so the launcher logs 'signal N'
         if -code not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(-code, signal.SIG_DFL)

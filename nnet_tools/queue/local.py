@@ -123,7 +123,7 @@ class LocalBackend(Backend):
         try:
             started = tasklog.write_header(log, command)
             with open(log, "a") as out:
-                popen = subprocess.Popen([sys.executable, guard.__file__, str(os.getpid()), "bash", "-c", command],
+                popen = subprocess.Popen([sys.executable, "-S", "-E", guard.__file__, str(os.getpid()), "bash", "-c", command],
                                          stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
