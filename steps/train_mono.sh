@@ -61,7 +61,7 @@ while [ $x -lt $num_iters ]; do
         $sdata/JOB/text ark:$dir/ali.JOB.ark
     fi
     $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log nnet-gmm-acc-stats-ali $dir/$x.mdl $feats ark:$dir/ali.JOB.ark $dir/$x.JOB.acc
-    $cmd $dir/log/update.$x.log nnet-gmm-est --mix-up $numgauss --power $power \
+    $cmd $dir/log/update.$x.log nnet-gmm-est --srand $x --mix-up $numgauss --power $power \
       $dir/$x.mdl $(for j in $(seq $nj); do echo $dir/$x.$j.acc; done) $dir/$((x+1)).mdl
     rm $dir/$x.mdl $dir/$x.*.acc
   fi

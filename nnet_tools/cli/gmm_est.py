@@ -9,11 +9,14 @@ from nnet_tools.speech import gmm
 @click.option("--mix-up", default=0, show_default=True, help="Increase the number of Gaussians to this in all.")
 @click.option("--power", default=0.2, show_default=True, help="Allocate Gaussians to pdfs by occupancy ** power.")
 @click.option("--min-gaussian-occupancy", default=10.0, show_default=True)
+@click.option("--perturb-factor", default=0.01, show_default=True,
+              help="While mixing up, move the split Gaussians apart by this x their standard deviation.")
+@click.option("--srand", default=0, show_default=True, help="Seed of that perturbation.")
 @click.argument("model_in")
 @click.argument("accs", nargs=-1, required=True)
 @click.argument("model_out")
 @program("nnet-gmm-est")
-def main(mix_up, power, min_gaussian_occupancy, model_in, accs, model_out):
+def main(mix_up, power, min_gaussian_occupancy, perturb_factor, srand, model_in, accs, model_out):
     """Sum accumulators and re-estimate the GMM and transitions (gmm-sum-accs + gmm-est).
 
     \b
@@ -24,6 +27,6 @@ def main(mix_up, power, min_gaussian_occupancy, model_in, accs, model_out):
     total = gmm.Stats.load(accs[0])
     for path in accs[1:]:
         total.add(gmm.Stats.load(path))
-    gmm.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, log=logger)
+    gmm.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, perturb_factor, srand=srand, log=logger)
     gmm.save(mdl, model_out)
     logger.info(f"Wrote {model_out}: {mdl.num_pdfs} pdfs, {gmm.num_gauss(mdl)} Gaussians.")

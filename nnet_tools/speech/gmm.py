@@ -257,7 +257,7 @@ def accumulate(model, stats, utterances):
 
 
 def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, perturb_factor=0.01,
-             min_count=20.0, log=None):
+             min_count=20.0, srand=0, log=None):
     """gmm-est: ML update of transitions and Gaussians, then split Gaussians to ``mix_up`` in all
     (allocated to pdfs by occupancy ** power). Updates ``model`` in place."""
     flags = khg.str_to_gmm_flags("mvwt")
@@ -293,9 +293,32 @@ def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, per
         offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
         occs = np.array([stats.occ[offsets[p]:offsets[p + 1]].sum() for p in range(model.num_pdfs)],
                         dtype=np.float32)
-        model.am.split_by_count(state_occs=occs, target_components=mix_up, perturb_factor=perturb_factor,
+        # Kaldi's split perturbs the copies with an unseeded C++ RNG that differs between runs of
+        # the wheel; split unperturbed, then perturb from ``srand`` so a pass is reproducible.
+        model.am.split_by_count(state_occs=occs, target_components=mix_up, perturb_factor=0.0,
                                 power=power, min_count=min_count)
+        _perturb_copies(model, perturb_factor, np.random.default_rng(srand))
     return model
+
+
+def _perturb_copies(model, perturb_factor, rng):
+    """Move each set of identical Gaussians (one split k ways) apart by perturb_factor x std in
+    random directions that sum to zero, as Kaldi's DiagGmm::Split does for a pair."""
+    for p in range(model.num_pdfs):
+        g = model.am.get_pdf(p)
+        means, variances = np.asarray(g.means, dtype=np.float64), np.asarray(g.vars, dtype=np.float64)
+        groups = {}
+        for k in range(len(means)):
+            groups.setdefault(means[k].tobytes() + variances[k].tobytes(), []).append(k)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            z = rng.standard_normal((len(members), means.shape[1]))
+            z -= z.mean(0)
+            for k, dz in zip(members, z):
+                shifted = means[k] + perturb_factor * np.sqrt(variances[k]) * dz
+                model.am.set_gaussian_mean(p, k, shifted.astype(np.float32))
+    model.am.compute_gconsts()
 
 
 def compute_likes(model, feats):
