@@ -26,8 +26,8 @@ def start(tmp, exp):
     return subprocess.Popen(driver_argv(tmp, exp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def processes(pattern, exclude="\0"):
-    """pids of processes whose command line contains ``pattern`` and not ``exclude``."""
+def processes(*patterns, exclude=("\0",)):
+    """pids of processes whose command line contains every pattern and none of ``exclude``."""
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) != os.getpid():
@@ -35,7 +35,7 @@ def processes(pattern, exclude="\0"):
                 cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if pattern in cmdline and exclude not in cmdline:
+            if all(p in cmdline for p in patterns) and not any(x in cmdline for x in exclude):
                 found.append(int(pid))
     return found
 
@@ -72,8 +72,9 @@ def test_killed_training_job_is_retried_and_the_run_finishes_as_if_undisturbed(s
     tmp, clean = setup
     exp = tmp / "kill_job"
     p = start(tmp, exp)
-    victim = wait_for(lambda: processes(f"--job=2 --archives-processed=4 {exp}/2.mdl", exclude="nnet-queue"),
-                      what="job 2 of iteration 2")
+    # The training program itself: not nnet-queue, nor the guard or shell it runs the task under.
+    victim = wait_for(lambda: processes("--job=2 --archives-processed=4 ", f"{exp}/2.mdl",
+                                        exclude=("nnet-queue", "guard.py", "bash")), what="job 2 of iteration 2")
     os.kill(victim[0], signal.SIGKILL)
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-2000:]
@@ -86,7 +87,7 @@ def test_killed_driver_leaves_no_task_and_the_same_command_resumes(setup):
     tmp, clean = setup
     exp = tmp / "kill_driver"
     p = start(tmp, exp)
-    wait_for(lambda: processes(f"--archives-processed=4 {exp}/2.mdl"), what="iteration 2's jobs")
+    wait_for(lambda: processes("--archives-processed=4 ", f"{exp}/2.mdl"), what="iteration 2's jobs")
     os.kill(p.pid, signal.SIGKILL)
     p.communicate()
     wait_for(lambda: not processes(str(exp)), timeout=30, what="the driver's tasks to die")
