@@ -91,9 +91,12 @@ apply() {  # apply OBJECT NAME FILE: modify the object if it exists, else add it
 
 mem_mb=$(awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo)
 
-# Root may run jobs (CI is root), no mail, accounting written at once for qacct.
+# Root may run jobs (CI is root), no mail, accounting written at once for qacct. Job scripts run
+# as plain shells, not login shells: a login shell sources the user's profile (here pyenv's
+# re-hash, which waits 60 s on any lock an earlier killed task left), and qsub -v PATH passes
+# what the tasks need.
 qconf -sconf global >"$tmp/global"
-set_attrs "$tmp/global" min_uid 0 min_gid 0 administrator_mail none \
+set_attrs "$tmp/global" min_uid 0 min_gid 0 administrator_mail none login_shells none \
   reporting_params "accounting=true reporting=false flush_time=00:00:01 joblog=false sharelog=00:00:00 accounting_flush_time=00:00:00"
 quiet qconf -Mconf "$tmp/global"
 
