@@ -7,6 +7,7 @@ import wave
 
 import numpy as np
 
+from nnet_tools.data.textfile import records
 from nnet_tools.errors import NnetError
 
 # Kaldi option name -> (attribute path on the knf options, type). Shared by MFCC and fbank.
@@ -99,18 +100,11 @@ def read_wav(path, where):
 def read_wav_scp(path):
     """[(utt, wav path)] from a wav.scp of 'utt path' lines (extended filenames are not supported)."""
     out = []
-    try:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                fields = line.split()
-                if not fields:
-                    continue
-                if len(fields) != 2 or fields[-1] == "|":
-                    raise NnetError(f"{path}:{n}: expected 'utt file.wav', got '{line.strip()}' "
-                                    f"(commands in wav.scp are not supported)")
-                out.append((fields[0], fields[1]))
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    for n, fields, line in records(path):
+        if len(fields) != 2 or fields[-1] == "|":
+            raise NnetError(f"{path}:{n}: expected 'utt file.wav', got '{line.strip()}' "
+                            f"(commands in wav.scp are not supported)")
+        out.append((fields[0], fields[1]))
     return out
 
 

@@ -7,6 +7,7 @@ word-position dependent (prepare_lang.sh --position-dependent-phones false).
 import math
 import os
 
+from nnet_tools.data.textfile import records
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, write_text
 
@@ -14,19 +15,12 @@ from nnet_tools.fileio import atomic_path, write_text
 def read_lexicon(path):
     """[(word, [phones])] from lexicon.txt lines 'word phone1 phone2 ...', in file order."""
     out = []
-    try:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                fields = line.split()
-                if not fields:
-                    continue
-                if len(fields) < 2:
-                    raise NnetError(f"{path}:{n}: word '{fields[0]}' has no pronunciation")
-                if fields[0].startswith("#") or fields[0] in ("<eps>", "<s>", "</s>"):
-                    raise NnetError(f"{path}:{n}: '{fields[0]}' is a reserved symbol")
-                out.append((fields[0], fields[1:]))
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    for n, fields, _ in records(path):
+        if len(fields) < 2:
+            raise NnetError(f"{path}:{n}: word '{fields[0]}' has no pronunciation")
+        if fields[0].startswith("#") or fields[0] in ("<eps>", "<s>", "</s>"):
+            raise NnetError(f"{path}:{n}: '{fields[0]}' is a reserved symbol")
+        out.append((fields[0], fields[1:]))
     if not out:
         raise NnetError(f"{path}: empty lexicon")
     return out
