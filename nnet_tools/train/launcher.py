@@ -6,9 +6,11 @@ the programs' own entry points inside this process, one task after another, writ
 benchmarks use it to measure the driver without paying a process start per task.
 """
 import contextlib
+import glob
 import importlib
 import importlib.metadata
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -75,6 +77,13 @@ class Launcher:
         self.background = running
 
 
+def _glob(word):
+    """A word as the task's shell (bash -c, unquoted when it has no whitespace) would expand it."""
+    if re.search(r"\s", word) or not re.search(r"[*?[]", word):
+        return [word]
+    return sorted(glob.glob(word)) or [word]
+
+
 def _entry_points():
     return {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")
             if ep.value.startswith("nnet_tools.")}
@@ -100,12 +109,14 @@ class InProcessLauncher(Launcher):
         def subst(text):
             return str(text) if job is None else str(text).replace("JOB", str(job))
         argv = [subst(c) for c in command]
+        header = " ".join(shlex.quote(a) for a in argv)
+        argv = [word for a in argv for word in _glob(a)]
         if argv[0] not in self.programs:
             raise NnetError(f"in-process launcher: {argv[0]} is not an nnet-tools program")
         module, _, attr = self.programs[argv[0]].partition(":")
         main = getattr(importlib.import_module(module), attr)
         path = os.path.join(self.log_dir, subst(log))
-        started = tasklog.write_header(path, " ".join(shlex.quote(a) for a in argv))
+        started = tasklog.write_header(path, header)
         handlers, level = logger.handlers[:], logger.level  # the program points the logger at its log
         with open(path, "a") as f, contextlib.redirect_stderr(f), contextlib.redirect_stdout(f):
             saved, sys.argv = sys.argv, argv

@@ -53,6 +53,9 @@ class TrainerOptions:
                                        "jobs that must succeed for their average to be used")
     divergence_threshold: float = _opt("--trainer.divergence-threshold", 5.0, "stop ('diverged') when the valid "
                                        "log-likelihood per frame falls this far below its best; 0 = never")
+    averaging_fanin: int = _opt("--trainer.averaging-fanin", 0, "models per averaging job: with more jobs than "
+                                "this, average them in ceil(jobs/K) groups at once, then the groups' averages "
+                                "(weighted by size: the same average); 0 = one job averages all, as Kaldi")
     outer_method: str = _opt("--trainer.outer.method", "average", "what becomes of the averaged model: "
                              "average (Kaldi), bmuf (block momentum), nesterov (DiLoCo's outer Nesterov SGD)",
                              choices=["average", "bmuf", "nesterov"])

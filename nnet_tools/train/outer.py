@@ -21,7 +21,7 @@ from nnet_tools.errors import NnetError
 from nnet_tools.fileio import write_text
 from nnet_tools.report import logparse, summary
 from nnet_tools.model import model_io, presoftmax
-from nnet_tools.train import dropout_schedule, manifest, schedule
+from nnet_tools.train import dropout_schedule, manifest, schedule, tree_average
 from nnet_tools.train.exp_lock import ExpLock
 from nnet_tools.train.launcher import LaunchFailed, Launcher
 from nnet_tools.train.minibatch import halve
@@ -93,6 +93,9 @@ class OuterLoop:
         os.makedirs(os.path.join(dir, "log"), exist_ok=True)
         if opts.dropout_schedule:
             dropout_schedule.parse(opts.dropout_schedule, where="--trainer.dropout-schedule")
+        if opts.averaging_fanin < 0 or opts.averaging_fanin == 1:
+            raise NnetError(f"--trainer.averaging-fanin must be 0 (one job averages all models) or at least 2, "
+                            f"got {opts.averaging_fanin}")
         self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
         self.plan = schedule.plan(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
                                   opts.jobs_final, opts.initial_lrate, opts.final_lrate, opts.jobs_step)
@@ -330,10 +333,10 @@ class OuterLoop:
 
     def average(self, models, it, jobs):
         if self.opts.outer_method == "average":
-            self.launcher.run(f"average.{it}.log", ["nnet-average-models", *models, self.mdl(it + 1)])
+            self.average_models(models, it, self.mdl(it + 1))
             return
         averaged = self.path(f"{it + 1}.avg.mdl")
-        self.launcher.run(f"average.{it}.log", ["nnet-average-models", *models, averaged])
+        self.average_models(models, it, averaged)
         opts = self.opts
         self.launcher.run(f"outer.{it}.log", [
             "nnet-outer-step", f"--method={opts.outer_method}", f"--jobs={jobs}",
@@ -343,6 +346,11 @@ class OuterLoop:
             *([f"--state-in={self.path(f'{it}.outer')}"] if it >= 2 else []),
             f"--state-out={self.path(f'{it + 1}.outer')}", self.mdl(it), averaged, self.mdl(it + 1)])
         os.remove(averaged)
+
+    def average_models(self, models, it, out):
+        """One nnet-average-models job, or with --trainer.averaging-fanin K < len(models) a tree."""
+        tree_average.average(self.launcher, models, out, f"average.{it}.log", self.opts.averaging_fanin,
+                             self.path(f"average.{it}"))
 
     def combine(self, final):
         iters = self.num_iters

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Issue 10 item 5: the cluster cost model of an iteration (docs/cost-model.md), its constants
+measured here, checked against real iterations here, and its predictions.
+
+(a) Measures, on this machine: a job's compute rate (nnet-train-one-job's loop in process, one
+    thread, natural gradient, a 20.9M-parameter 440-2000x5-2000 model); a program's start; model
+    save and load through model_io (page cache), and the disk behind it (fsync'd write, read
+    after dropping the file from the page cache); nnet-average-models over N = 2, 4, 8 models
+    (fitted as a + b N); the launch cost of an N-task array through `nnet-queue local` and
+    `nnet-queue slurm` (fitted as a + b N; engines that are not reachable are skipped).
+(b) Validates: runs whole iterations of the driver's own code (OuterLoop: background
+    diagnostics, N jobs as one array, averaging) with N = 1 and 2 jobs through local, and 2
+    through Slurm, and prints each one's wall time against the model's prediction for this
+    machine (2 cores, page cache, so no disk term) and the error.
+(c) Predicts, for a cluster with the stated bandwidths (--node-bw, --nfs-bw) and the Slurm launch
+    constants measured here: iteration time, its terms, and the speed-up in samples/s over one
+    job (every job trains --egs-per-job egs, Kaldi's fixed samples-per-iter) at 8, 64 and 256
+    jobs for a 20M- and a 200M-parameter model, with flat and with tree averaging (--fanin); and
+    where flat averaging stops scaling. Job rates: this core's as measured, and that x each
+    --rate-scale (100: an assumed GPU job, ~10 TFLOP/s; an assumption, not a measurement).
+
+    python3 benchmarks/cost_model.py [--egs 3000] [--rounds 3] [--backends local,slurm]
+        [--node-bw 1.25e9] [--nfs-bw 10e9] [--egs-per-job 400000] [--fanin 16] [--rate-scale 1,100]
+        [--skip-validation]
+"""
+import argparse
+import dataclasses
+import contextlib
+import logging
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from common import mlp_config, speech_like_archive
+from nnet_tools.data import egs
+from nnet_tools.log import logger
+from nnet_tools.model import model_io
+from nnet_tools.model.nnet import Nnet
+from nnet_tools.queue import BACKENDS
+from nnet_tools.train import iteration_cost as cost
+from nnet_tools.train import job as train
+from nnet_tools.train import options, outer
+
+HIDDEN, LAYERS = 2000, 5          # 440-2000x5-2000: 20.9M parameters
+SIZES = (20e6, 200e6)
+JOBS = (8, 64, 256)
+
+
+def median_time(fn, rounds):
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def fit_line(xs, ys):
+    """Least-squares a + b x."""
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - b * mx, b
+
+
+def run(argv, cwd=None):
+    r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+
+
+def fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def drop_from_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def measure_disk(d, model, rounds):
+    """(save+fsync s, disk write B/s, cold read B/s) for this model's file; reads drop the file
+    from the page cache first (posix_fadvise), writes are fsync'd."""
+    path = f"{d}/disk.mdl"
+
+    def save_synced():
+        model_io.save(model, path)
+        fsync(path)
+    synced = median_time(save_synced, rounds)
+    blob = open(path, "rb").read()
+    raw = f"{d}/disk.raw"
+
+    def write_raw():
+        with open(raw, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+    write = median_time(write_raw, rounds)
+
+    def read_cold():
+        drop_from_cache(raw)
+        with open(raw, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    read = median_time(read_cold, rounds)
+    os.remove(raw)
+    os.remove(path)
+    return synced, len(blob) / write, len(blob) / read
+
+
+def measure_launch(backend, work, rounds, sizes=(1, 2, 4, 8)):
+    """Median submit-to-finished time of an N-task array of `true`, per N; fitted a + b W, W the
+    rounds of tasks this machine's cores take (the tasks of a round start together)."""
+    medians = []
+    for n in sizes:
+        times = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            run(["nnet-queue", backend, f"JOB=1:{n}", f"log/{backend}.{n}.JOB.log", "true"], cwd=work)
+            times.append(time.perf_counter() - t)
+        medians.append(statistics.median(times))
+    return medians, fit_line([math.ceil(n / os.cpu_count()) for n in sizes], medians)
+
+
+def measure(args, d):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = Nnet(mlp_config(HIDDEN, LAYERS, natural_gradient=True))
+    params = sum(p.numel() for p in model.parameters())
+    archive_path = speech_like_archive(f"{d}/rate.ark", args.egs)
+    archive = egs.EgsArchive(archive_path)
+    egs_bytes = os.path.getsize(archive_path) / args.egs
+    t = time.perf_counter()
+    train.train_one_job(model, archive, train.TrainOptions(learning_rate=1e-4))
+    rate = args.egs * params / (time.perf_counter() - t)
+
+    start = median_time(lambda: run(["nnet-average-models", "--help"]), args.rounds)
+    path = f"{d}/m.mdl"
+    save = median_time(lambda: model_io.save(model, path), args.rounds)
+    load = median_time(lambda: model_io.load(path), args.rounds)
+    synced, disk_write, disk_read = measure_disk(d, model, args.rounds)
+
+    averaging = {}
+    for n in (2, 4, 8):
+        inputs = [f"{d}/avg.{i}.mdl" for i in range(n)]
+        for p in inputs:
+            if not os.path.exists(p):
+                shutil.copyfile(path, p)
+        averaging[n] = median_time(lambda: run(["nnet-average-models", *inputs, f"{d}/avg.out.mdl"]), args.rounds)
+    avg_fixed, avg_per_model = fit_line(list(averaging), list(averaging.values()))
+    for p in os.listdir(d):
+        if p.startswith("avg."):
+            os.remove(os.path.join(d, p))
+
+    launches = {}
+    for b in args.backends.split(","):
+        why = b != "local" and BACKENDS[b].unreachable()
+        if why:
+            print(f"# {b} skipped: {why}")
+            continue
+        launches[b] = measure_launch(b, d, args.rounds)
+    measured = dict(params=params, rate=rate, egs_s=rate / params, start=start, save=save, load=load, synced=synced,
+                    disk_write=disk_write, disk_read=disk_read, file_bytes=os.path.getsize(path), averaging=averaging,
+                    avg_fixed=avg_fixed, avg_per_model=avg_per_model, launches=launches, egs_bytes=egs_bytes)
+    os.remove(path)
+    return measured
+
+
+def constants(m, backend, per_task=0.0):
+    a, b = m["launches"][backend][1]
+    return cost.Constants(job_rate=m["rate"], program_start=m["start"], load_per_param=m["load"] / m["params"],
+                          save_per_param=m["save"] / m["params"], average_per_param=m["avg_per_model"] / m["params"],
+                          launch_fixed=a, launch_wave=b, launch_per_task=per_task, egs_bytes=m["egs_bytes"])
+
+
+def print_constants(m):
+    p = m["params"]
+    print(f"(a) constants measured here ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+          f"model 440-{HIDDEN}x{LAYERS}-2000, {p / 1e6:.1f}M parameters, {m['file_bytes'] / 1e6:.1f} MB file)")
+    print(f"  job compute rate, 1 thread, NG  : {m['egs_s']:8.0f} egs/s = {m['rate'] / 1e9:6.2f} G param-egs/s "
+          f"(~{6 * m['rate'] / 1e9:.0f} GFLOP/s at 6 FLOP per param-eg)")
+    print(f"  program start (nnet-* --help)   : {m['start']:8.3f} s")
+    print(f"  model save, page cache          : {m['save']:8.3f} s  ({m['save'] / p * 1e9:.2f} ns/param)")
+    print(f"  model save + fsync              : {m['synced']:8.3f} s")
+    print(f"  model load, page cache          : {m['load']:8.3f} s  ({m['load'] / p * 1e9:.2f} ns/param)")
+    print(f"  local disk: write (fsync'd) {m['disk_write'] / 1e9:.2f} GB/s, read (dropped from page cache) "
+          f"{m['disk_read'] / 1e9:.2f} GB/s")
+    print(f"  nnet-average-models, page cache : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in m["averaging"].items())
+          + f"  -> {m['avg_fixed']:.2f} s + {m['avg_per_model']:.3f} s x N "
+          f"({m['avg_per_model'] / p * 1e9:.2f} ns/param/model)")
+    for b, (medians, (a, s)) in m["launches"].items():
+        print(f"  launch, nnet-queue {b:5s} (true) : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in zip((1, 2, 4, 8), medians))
+              + f"  -> {a:.2f} s + {s:.3f} s x rounds of {os.cpu_count()} tasks")
+    print(f"  egs bytes per eg (float32, 11x40): {m['egs_bytes']:.0f}")
+
+
+def validation_dir(d, jobs, egs_per_job, diag_egs):
+    """An egs dir of ``jobs`` archives plus diagnostics, and 0.mdl/1.mdl of the measured model."""
+    os.makedirs(f"{d}/info", exist_ok=True)
+    for j in range(1, jobs + 1):
+        speech_like_archive(f"{d}/egs.{j}.ark", egs_per_job, seed=10 + j)
+    for name, seed in (("valid_diagnostic", 1), ("train_diagnostic", 2)):
+        speech_like_archive(f"{d}/{name}.egs", diag_egs // 2, seed=seed)
+    for key, value in dict(num_archives=jobs, frames_per_eg=1).items():
+        open(f"{d}/info/{key}", "w").write(f"{value}\n")
+    torch.manual_seed(0)
+    model = Nnet(mlp_config(HIDDEN, LAYERS, natural_gradient=True))
+    model_io.save(model, f"{d}/0.mdl")
+    model_io.save(model, f"{d}/1.mdl")
+
+
+def real_iteration(d, backend, jobs):
+    """Wall time of iteration 1 as the driver runs it: diagnostics in the background, the jobs as
+    one array through nnet-queue, selection, nnet-average-models."""
+    opts = options.TrainerOptions(cmd=f"nnet-queue {backend}", jobs_initial=jobs, jobs_final=jobs, num_epochs=2)
+    loop = outer.OuterLoop(opts, d, d)
+    with open(f"{d}/driver.log", "w") as log, redirect_fd(2, log):   # nnet-queue echoes its command line
+        t = time.perf_counter()
+        loop.diagnostics(loop.mdl(1), 1, loop.mdl(0))
+        loop.iteration(1, jobs, 0.0003, jobs)
+        loop.launcher.wait()
+        return time.perf_counter() - t
+
+
+@contextlib.contextmanager
+def redirect_fd(fd, file):
+    saved = os.dup(fd)
+    os.dup2(file.fileno(), fd)
+    try:
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def validate(args, m, d):
+    here = cost.Cluster(node_bw=math.inf, nfs_bw=math.inf, slots=os.cpu_count())
+    diag_egs = 2000
+    cases = [(b, n) for b, n in (("local", 1), ("local", 2), ("slurm", 2)) if b in m["launches"]]
+    print(f"(b) validation: real iterations here (driver code, {args.egs} egs per job, {diag_egs} diagnostic egs) "
+          f"against the model with this machine's constants ({os.cpu_count()} cores, page cache: no disk term)")
+    errors = []
+    for backend, jobs in cases:
+        sub = f"{d}/val-{backend}-{jobs}"
+        validation_dir(sub, jobs, args.egs, diag_egs)
+        c = dataclasses.replace(constants(m, backend), diag_egs=diag_egs)
+        predicted = cost.iteration(c, here, jobs, m["params"], args.egs)
+        measured = real_iteration(sub, backend, jobs)
+        error = (predicted.total - measured) / measured
+        errors.append(abs(error))
+        print(f"  {backend:5s} N={jobs}: measured {measured:6.1f} s, predicted {predicted.total:6.1f} s "
+              f"(launch {predicted.launch:.1f}, compute {predicted.job_compute:.1f}, job start/load/save "
+              f"{predicted.job_cpu:.1f}, waiting for cores {predicted.queueing:.1f}, averaging "
+              f"{predicted.averaging:.1f}), error {error:+.1%}, load average {os.getloadavg()[0]:.1f}")
+        shutil.rmtree(sub)
+    if errors:
+        print(f"  fit error: mean |error| {statistics.mean(errors):.1%}, worst {max(errors):.1%}")
+
+
+def predict(args, m):
+    backend = "slurm" if "slurm" in m["launches"] else "local"
+    cl = cost.Cluster(node_bw=args.node_bw, nfs_bw=args.nfs_bw)
+    base = constants(m, backend, args.launch_per_task)
+    print(f"(c) predictions: node link {args.node_bw / 1e9:g} GB/s, shared disk {args.nfs_bw / 1e9:g} GB/s aggregate, "
+          f"{args.egs_per_job} egs per job per iteration, launch as nnet-queue {backend} here "
+          f"({base.launch_fixed + base.launch_wave:.2f} s, tasks in parallel, + {base.launch_per_task:g} s x N), "
+          f"tree fan-in {args.fanin}")
+    for scale in args.rate_scale:
+        c = dataclasses.replace(base, job_rate=base.job_rate * scale)
+        what = "this core, measured" if scale == 1 else f"{scale:g} x this core (assumed, e.g. one GPU)"
+        print(f"  job rate {what}: {c.job_rate / 20e6:.0f} egs/s at 20M parameters")
+        print(f"    {'params':>6s} {'N':>4s} {'T(N) s':>8s} {'launch':>7s} {'compute':>8s} {'job io':>7s} "
+              f"{'job cpu':>7s} {'average':>8s} {'avg %':>6s} {'speed-up':>9s} | {'tree avg':>8s} {'speed-up':>9s}")
+        for params in SIZES:
+            for n in JOBS:
+                it = cost.iteration(c, cl, n, params, args.egs_per_job)
+                tree = cost.iteration(c, cl, n, params, args.egs_per_job, args.fanin)
+                print(f"    {params / 1e6:5.0f}M {n:4d} {it.total:8.1f} {it.launch:7.1f} {it.job_compute:8.1f} "
+                      f"{it.job_io:7.1f} {it.job_cpu:7.1f} {it.averaging:8.1f} {it.averaging / it.total:6.1%} "
+                      f"{cost.speedup(c, cl, n, params, args.egs_per_job):9.1f} | {tree.averaging:8.1f} "
+                      f"{cost.speedup(c, cl, n, params, args.egs_per_job, args.fanin):9.1f}")
+            limit = cost.averaging_limit(c, cl, params, args.egs_per_job)
+            flat = cost.flattening_point(c, cl, params, args.egs_per_job)
+            tree_flat = cost.flattening_point(c, cl, params, args.egs_per_job, fanin=args.fanin)
+            tree_limit = cost.averaging_limit(c, cl, params, args.egs_per_job, fanin=args.fanin)
+            print(f"    {params / 1e6:.0f}M: flat averaging passes 10% of the iteration at N = {limit}; doubling N "
+                  f"gains < 1.5x from N = {flat}. Tree (fan-in {args.fanin}): 10% at N = {tree_limit}, "
+                  f"< 1.5x from N = {tree_flat}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--egs", type=int, default=3000, help="egs for the rate measurement and per validation job")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--backends", default="local,slurm")
+    p.add_argument("--node-bw", type=float, default=1.25e9, help="a node's link to shared disk, bytes/s")
+    p.add_argument("--nfs-bw", type=float, default=10e9, help="the shared disk's aggregate bandwidth, bytes/s")
+    p.add_argument("--egs-per-job", type=int, default=400000, help="Kaldi's samples-per-iter")
+    p.add_argument("--fanin", type=int, default=16, help="models per averaging job in the tree")
+    p.add_argument("--rate-scale", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 100.0])
+    p.add_argument("--launch-per-task", type=float, default=0.0,
+                   help="the controller's dispatch cost per task, s (one node cannot measure it)")
+    p.add_argument("--skip-validation", action="store_true")
+    args = p.parse_args()
+    logger.setLevel(logging.WARNING)
+    print("# measured on a loaded machine; re-run on a quiet one for the lead's figures")
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
+        m = measure(args, d)
+        print_constants(m)
+        if not args.skip_validation:
+            validate(args, m, d)
+    predict(args, m)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
