@@ -26,6 +26,7 @@ measured here, checked against real iterations here, and its predictions.
 import argparse
 import dataclasses
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -51,15 +52,8 @@ from nnet_tools.train import options, outer
 HIDDEN, LAYERS = 2000, 5          # 440-2000x5-2000: 20.9M parameters
 SIZES = (20e6, 200e6)
 JOBS = (8, 64, 256)
-
-
-def median_time(fn, rounds):
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+AVERAGED = (2, 4, 8)     # models per nnet-average-models run
+LAUNCHED = (1, 2, 4, 8)  # tasks per launch
 
 
 def fit_line(xs, ys):
@@ -92,98 +86,85 @@ def drop_from_cache(path):
         os.close(fd)
 
 
-def measure_disk(d, model, rounds):
-    """(save+fsync s, disk write B/s, cold read B/s) for this model's file; reads drop the file
-    from the page cache first (posix_fadvise), writes are fsync'd."""
-    path = f"{d}/disk.mdl"
+class Disk:
+    """The local disk behind model files: save + fsync, raw write (fsync'd), raw read with the
+    file dropped from the page cache first (posix_fadvise), each timed once per call."""
 
-    def save_synced():
-        model_io.save(model, path)
-        fsync(path)
-    synced = median_time(save_synced, rounds)
-    blob = open(path, "rb").read()
-    raw = f"{d}/disk.raw"
+    def __init__(self, d, model):
+        self.d, self.model = d, model
 
-    def write_raw():
-        with open(raw, "wb") as f:
-            f.write(blob)
+    def save_synced(self):
+        model_io.save(self.model, f"{self.d}/disk.mdl")
+        fsync(f"{self.d}/disk.mdl")
+
+    def write(self):
+        self.blob = open(f"{self.d}/disk.mdl", "rb").read()
+        with open(f"{self.d}/disk.raw", "wb") as f:
+            f.write(self.blob)
             f.flush()
             os.fsync(f.fileno())
-    write = median_time(write_raw, rounds)
 
-    def read_cold():
-        drop_from_cache(raw)
-        with open(raw, "rb") as f:
+    def read(self):
+        drop_from_cache(f"{self.d}/disk.raw")
+        with open(f"{self.d}/disk.raw", "rb") as f:
             while f.read(1 << 24):
                 pass
-    read = median_time(read_cold, rounds)
-    os.remove(raw)
-    os.remove(path)
-    return synced, len(blob) / write, len(blob) / read
-
-
-def measure_launch(backend, work, rounds, sizes=(1, 2, 4, 8)):
-    """Median submit-to-finished time of an N-task array of `true`, per N; fitted a + b W, W the
-    rounds of tasks this machine's cores take (the tasks of a round start together)."""
-    medians = []
-    for n in sizes:
-        times = []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            run(["nnet-queue", backend, f"JOB=1:{n}", f"log/{backend}.{n}.JOB.log", "true"], cwd=work)
-            times.append(time.perf_counter() - t)
-        medians.append(statistics.median(times))
-    return medians, fit_line([math.ceil(n / os.cpu_count()) for n in sizes], medians)
 
 
 def measure(args, d):
+    """Every constant timed once per round, rounds interleaved (so a burst of load on this shared
+    machine hits all of them alike); the fastest of --rounds (the least disturbed)."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = Nnet(mlp_config(HIDDEN, LAYERS, natural_gradient=True))
     params = sum(p.numel() for p in model.parameters())
-    archive_path = speech_like_archive(f"{d}/rate.ark", args.egs)
-    archive = egs.EgsArchive(archive_path)
-    egs_bytes = os.path.getsize(archive_path) / args.egs
-    t = time.perf_counter()
-    train.train_one_job(model, archive, train.TrainOptions(learning_rate=1e-4))
-    rate = args.egs * params / (time.perf_counter() - t)
-
-    start = median_time(lambda: run(["nnet-average-models", "--help"]), args.rounds)
+    archive = egs.EgsArchive(speech_like_archive(f"{d}/rate.ark", args.rate_egs))
+    egs_bytes = os.path.getsize(f"{d}/rate.ark") / args.rate_egs
     path = f"{d}/m.mdl"
-    save = median_time(lambda: model_io.save(model, path), args.rounds)
-    load = median_time(lambda: model_io.load(path), args.rounds)
-    synced, disk_write, disk_read = measure_disk(d, model, args.rounds)
-
-    averaging = {}
-    for n in (2, 4, 8):
-        inputs = [f"{d}/avg.{i}.mdl" for i in range(n)]
-        for p in inputs:
-            if not os.path.exists(p):
-                shutil.copyfile(path, p)
-        averaging[n] = median_time(lambda: run(["nnet-average-models", *inputs, f"{d}/avg.out.mdl"]), args.rounds)
-    avg_fixed, avg_per_model = fit_line(list(averaging), list(averaging.values()))
-    for p in os.listdir(d):
-        if p.startswith("avg."):
-            os.remove(os.path.join(d, p))
-
-    launches = {}
+    model_io.save(model, path)
+    for i in range(8):
+        shutil.copyfile(path, f"{d}/avg.{i}.mdl")
+    disk = Disk(d, model)
+    tasks = {"train": lambda: train.train_one_job(model, archive, train.TrainOptions(learning_rate=1e-4)),
+             "start": lambda: run(["nnet-average-models", "--help"]),
+             "save": lambda: model_io.save(model, path), "load": lambda: model_io.load(path),
+             "synced": disk.save_synced, "disk_write": disk.write, "disk_read": disk.read}
+    for n in AVERAGED:
+        tasks[f"average{n}"] = functools.partial(run, ["nnet-average-models", *[f"{d}/avg.{i}.mdl" for i in range(n)],
+                                                        f"{d}/avg.out.mdl"])
+    backends = []
     for b in args.backends.split(","):
         why = b != "local" and BACKENDS[b].unreachable()
         if why:
             print(f"# {b} skipped: {why}")
             continue
-        launches[b] = measure_launch(b, d, args.rounds)
-    measured = dict(params=params, rate=rate, egs_s=rate / params, start=start, save=save, load=load, synced=synced,
-                    disk_write=disk_write, disk_read=disk_read, file_bytes=os.path.getsize(path), averaging=averaging,
-                    avg_fixed=avg_fixed, avg_per_model=avg_per_model, launches=launches, egs_bytes=egs_bytes)
-    os.remove(path)
-    return measured
+        backends.append(b)
+        for n in LAUNCHED:
+            tasks[f"{b}{n}"] = functools.partial(run, ["nnet-queue", b, f"JOB=1:{n}", f"log/{b}.{n}.JOB.log", "true"],
+                                                 cwd=d)
+    times = {name: [] for name in tasks}
+    for _ in range(args.rounds):
+        for name, fn in tasks.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    t = {name: min(v) for name, v in times.items()}
+    file_bytes = len(disk.blob)
+    averaging = {n: t[f"average{n}"] for n in AVERAGED}
+    waves = [math.ceil(n / os.cpu_count()) for n in LAUNCHED]   # rounds of tasks this machine's cores take
+    launches = {b: ([t[f"{b}{n}"] for n in LAUNCHED], fit_line(waves, [t[f"{b}{n}"] for n in LAUNCHED]))
+                for b in backends}
+    rate = args.rate_egs * params / t["train"]
+    return dict(params=params, rate=rate, egs_s=rate / params, start=t["start"], save=t["save"], load=t["load"],
+                synced=t["synced"], disk_write=file_bytes / t["disk_write"], disk_read=file_bytes / t["disk_read"],
+                file_bytes=file_bytes, averaging=averaging, avg_fit=fit_line(list(averaging), list(averaging.values())),
+                launches=launches, egs_bytes=egs_bytes)
 
 
 def constants(m, backend, per_task=0.0):
     a, b = m["launches"][backend][1]
     return cost.Constants(job_rate=m["rate"], program_start=m["start"], load_per_param=m["load"] / m["params"],
-                          save_per_param=m["save"] / m["params"], average_per_param=m["avg_per_model"] / m["params"],
+                          save_per_param=m["save"] / m["params"], average_per_param=m["avg_fit"][1] / m["params"],
                           launch_fixed=a, launch_wave=b, launch_per_task=per_task, egs_bytes=m["egs_bytes"])
 
 
@@ -199,11 +180,11 @@ def print_constants(m):
     print(f"  model load, page cache          : {m['load']:8.3f} s  ({m['load'] / p * 1e9:.2f} ns/param)")
     print(f"  local disk: write (fsync'd) {m['disk_write'] / 1e9:.2f} GB/s, read (dropped from page cache) "
           f"{m['disk_read'] / 1e9:.2f} GB/s")
-    print(f"  nnet-average-models, page cache : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in m["averaging"].items())
-          + f"  -> {m['avg_fixed']:.2f} s + {m['avg_per_model']:.3f} s x N "
-          f"({m['avg_per_model'] / p * 1e9:.2f} ns/param/model)")
+    print("  nnet-average-models, page cache : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in m["averaging"].items())
+          + f"  -> {m['avg_fit'][0]:.2f} s + {m['avg_fit'][1]:.3f} s x N "
+          f"({m['avg_fit'][1] / p * 1e9:.2f} ns/param/model)")
     for b, (medians, (a, s)) in m["launches"].items():
-        print(f"  launch, nnet-queue {b:5s} (true) : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in zip((1, 2, 4, 8), medians))
+        print(f"  launch, nnet-queue {b:5s} (true) : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in zip(LAUNCHED, medians))
               + f"  -> {a:.2f} s + {s:.3f} s x rounds of {os.cpu_count()} tasks")
     print(f"  egs bytes per eg (float32, 11x40): {m['egs_bytes']:.0f}")
 
@@ -259,7 +240,7 @@ def validate(args, m, d):
         validation_dir(sub, jobs, args.egs, diag_egs)
         c = dataclasses.replace(constants(m, backend), diag_egs=diag_egs)
         predicted = cost.iteration(c, here, jobs, m["params"], args.egs)
-        measured = real_iteration(sub, backend, jobs)
+        measured = min(real_iteration(sub, backend, jobs) for _ in range(args.validation_rounds))
         error = (predicted.total - measured) / measured
         errors.append(abs(error))
         print(f"  {backend:5s} N={jobs}: measured {measured:6.1f} s, predicted {predicted.total:6.1f} s "
@@ -304,7 +285,9 @@ def predict(args, m):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--egs", type=int, default=3000, help="egs for the rate measurement and per validation job")
+    p.add_argument("--rate-egs", type=int, default=1024, help="egs per round of the rate measurement")
+    p.add_argument("--egs", type=int, default=2000, help="egs per job in the validation iterations")
+    p.add_argument("--validation-rounds", type=int, default=2, help="runs of each validation iteration (fastest kept)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--backends", default="local,slurm")
     p.add_argument("--node-bw", type=float, default=1.25e9, help="a node's link to shared disk, bytes/s")

@@ -3,6 +3,7 @@ recording launcher, no training), and the result against the flat average throug
 import os
 
 import pytest
+import test_outer
 import torch
 
 from conftest import SMALL_CONFIG
@@ -11,7 +12,9 @@ from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.train import average, options, outer, tree_average
 from nnet_tools.train.launcher import InProcessLauncher, Launcher
-from test_outer import RecordingLauncher, drive, egs_info  # noqa: F401 - egs_info is a fixture
+from test_outer import RecordingLauncher, drive
+
+egs_info = test_outer.egs_info   # the fixture
 
 
 def test_groups_are_contiguous_near_equal_and_at_most_fanin():
