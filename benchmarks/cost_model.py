@@ -6,8 +6,10 @@ measured here, checked against real iterations here, and its predictions.
     thread, natural gradient, a 20.9M-parameter 440-2000x5-2000 model); a program's start; model
     save and load through model_io (page cache), and the disk behind it (fsync'd write, read
     after dropping the file from the page cache); nnet-average-models over N = 2, 4, 8 models
-    (fitted as a + b N); the launch cost of an N-task array through `nnet-queue local` and
-    `nnet-queue slurm` (fitted as a + b N; engines that are not reachable are skipped).
+    (fitted as a + b N); the launch cost of an N-task array of `true` through `nnet-queue local`
+    and `nnet-queue slurm`, N = 1, 2, 4, 8 (fitted as a + b x rounds of tasks the cores take;
+    engines that are not reachable are skipped). Each is timed once per round, the rounds
+    interleaved, and the fastest of --rounds kept (this machine is shared).
 (b) Validates: runs whole iterations of the driver's own code (OuterLoop: background
     diagnostics, N jobs as one array, averaging) with N = 1 and 2 jobs through local, and 2
     through Slurm, and prints each one's wall time against the model's prediction for this
@@ -16,11 +18,13 @@ measured here, checked against real iterations here, and its predictions.
     constants measured here: iteration time, its terms, and the speed-up in samples/s over one
     job (every job trains --egs-per-job egs, Kaldi's fixed samples-per-iter) at 8, 64 and 256
     jobs for a 20M- and a 200M-parameter model, with flat and with tree averaging (--fanin); and
-    where flat averaging stops scaling. Job rates: this core's as measured, and that x each
-    --rate-scale (100: an assumed GPU job, ~10 TFLOP/s; an assumption, not a measurement).
+    where flat averaging stops scaling. Job rates: this core's as measured, and each of
+    --assumed-flops (default 10 TFLOP/s, a GPU job: an assumption, not a measurement; at 6 FLOP
+    per parameter per eg).
 
-    python3 benchmarks/cost_model.py [--egs 3000] [--rounds 3] [--backends local,slurm]
-        [--node-bw 1.25e9] [--nfs-bw 10e9] [--egs-per-job 400000] [--fanin 16] [--rate-scale 1,100]
+    python3 benchmarks/cost_model.py [--rounds 2] [--rate-egs 1024] [--egs 2000] [--validation-rounds 1]
+        [--backends local,slurm] [--launch-per-task 0]
+        [--node-bw 1.25e9] [--nfs-bw 10e9] [--egs-per-job 400000] [--fanin 16] [--assumed-flops 10e12]
         [--skip-validation]
 """
 import argparse
@@ -54,6 +58,7 @@ SIZES = (20e6, 200e6)
 JOBS = (8, 64, 256)
 AVERAGED = (2, 4, 8)     # models per nnet-average-models run
 LAUNCHED = (1, 2, 4, 8)  # tasks per launch
+FLOP_PER_PARAM_EG = 6    # forward 2, backward 4 (natural gradient adds ~7%)
 
 
 def fit_line(xs, ys):
@@ -173,7 +178,7 @@ def print_constants(m):
     print(f"(a) constants measured here ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"model 440-{HIDDEN}x{LAYERS}-2000, {p / 1e6:.1f}M parameters, {m['file_bytes'] / 1e6:.1f} MB file)")
     print(f"  job compute rate, 1 thread, NG  : {m['egs_s']:8.0f} egs/s = {m['rate'] / 1e9:6.2f} G param-egs/s "
-          f"(~{6 * m['rate'] / 1e9:.0f} GFLOP/s at 6 FLOP per param-eg)")
+          f"(~{FLOP_PER_PARAM_EG * m['rate'] / 1e9:.0f} GFLOP/s at {FLOP_PER_PARAM_EG} FLOP per param-eg)")
     print(f"  program start (nnet-* --help)   : {m['start']:8.3f} s")
     print(f"  model save, page cache          : {m['save']:8.3f} s  ({m['save'] / p * 1e9:.2f} ns/param)")
     print(f"  model save + fsync              : {m['synced']:8.3f} s")
@@ -260,9 +265,9 @@ def predict(args, m):
           f"{args.egs_per_job} egs per job per iteration, launch as nnet-queue {backend} here "
           f"({base.launch_fixed + base.launch_wave:.2f} s, tasks in parallel, + {base.launch_per_task:g} s x N), "
           f"tree fan-in {args.fanin}")
-    for scale in args.rate_scale:
-        c = dataclasses.replace(base, job_rate=base.job_rate * scale)
-        what = "this core, measured" if scale == 1 else f"{scale:g} x this core (assumed, e.g. one GPU)"
+    for flops in [None] + args.assumed_flops:
+        c = base if flops is None else dataclasses.replace(base, job_rate=flops / FLOP_PER_PARAM_EG)
+        what = "this core, measured" if flops is None else f"{flops / 1e12:g} TFLOP/s (assumed, e.g. one GPU)"
         print(f"  job rate {what}: {c.job_rate / 20e6:.0f} egs/s at 20M parameters")
         print(f"    {'params':>6s} {'N':>4s} {'T(N) s':>8s} {'launch':>7s} {'compute':>8s} {'job io':>7s} "
               f"{'job cpu':>7s} {'average':>8s} {'avg %':>6s} {'speed-up':>9s} | {'tree avg':>8s} {'speed-up':>9s}")
@@ -287,14 +292,15 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate-egs", type=int, default=1024, help="egs per round of the rate measurement")
     p.add_argument("--egs", type=int, default=2000, help="egs per job in the validation iterations")
-    p.add_argument("--validation-rounds", type=int, default=2, help="runs of each validation iteration (fastest kept)")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--validation-rounds", type=int, default=1, help="runs of each validation iteration (fastest kept)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the constants' measurements (fastest kept)")
     p.add_argument("--backends", default="local,slurm")
     p.add_argument("--node-bw", type=float, default=1.25e9, help="a node's link to shared disk, bytes/s")
     p.add_argument("--nfs-bw", type=float, default=10e9, help="the shared disk's aggregate bandwidth, bytes/s")
     p.add_argument("--egs-per-job", type=int, default=400000, help="Kaldi's samples-per-iter")
     p.add_argument("--fanin", type=int, default=16, help="models per averaging job in the tree")
-    p.add_argument("--rate-scale", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 100.0])
+    p.add_argument("--assumed-flops", type=lambda s: [float(x) for x in s.split(",")], default=[10e12],
+                   help="job rates to predict for besides this core's, FLOP/s (comma-separated)")
     p.add_argument("--launch-per-task", type=float, default=0.0,
                    help="the controller's dispatch cost per task, s (one node cannot measure it)")
     p.add_argument("--skip-validation", action="store_true")

@@ -32,7 +32,7 @@ def test_terms_follow_the_formulas():
 def test_averaging_passes_a_tenth_where_the_closed_form_says():
     # Only training (900 s) and averaging (1 s per model): A(N) = N > 0.1 (900 + N) from N > 100.
     c = cost.Constants(job_rate=1.0, **{**FREE, "average_per_param": 1.0})
-    assert cost.averaging_limit(c, NO_DISK, 1, 900) == 128
+    assert cost.averaging_limit(c, NO_DISK, 1, 900) == 101
     assert cost.flattening_point(c, NO_DISK, 1, 900) is not None
 
 

@@ -127,15 +127,21 @@ def speedup(c, cl, jobs, params, egs, fanin=0):
 
 
 def averaging_limit(c, cl, params, egs, share=0.10, fanin=0, most=1 << 16):
-    """The smallest power-of-two job count whose averaging exceeds ``share`` of the iteration
-    (None up to ``most``)."""
-    n = 1
-    while n <= most:
+    """The smallest job count whose averaging takes more than ``share`` of the iteration (None up
+    to ``most``): doubling until it does, then bisecting (the share grows with the jobs)."""
+    def over(n):
         it = iteration(c, cl, n, params, egs, fanin)
-        if it.averaging > share * it.total:
-            return n
+        return it.averaging > share * it.total
+    n = 1
+    while not over(n):
         n *= 2
-    return None
+        if n > most:
+            return None
+    low = n // 2           # not over (or 0)
+    while n - low > 1:
+        mid = (low + n) // 2
+        low, n = (low, mid) if over(mid) else (mid, n)
+    return n
 
 
 def flattening_point(c, cl, params, egs, gain=1.5, fanin=0, most=1 << 16):
