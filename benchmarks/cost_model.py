@@ -5,8 +5,8 @@ measured here, checked against real iterations here, and its predictions.
 (a) Measures, on this machine: a job's compute rate (nnet-train-one-job's loop in process, one
     thread, natural gradient, a 20.9M-parameter 440-2000x5-2000 model); a program's start; model
     save and load through model_io (page cache), and the disk behind it (fsync'd write, read
-    after dropping the file from the page cache); nnet-average-models over N = 2, 4, 8 models
-    (fitted as a + b N); the launch cost of an N-task array of `true` through `nnet-queue local`
+    after dropping the file from the page cache); nnet-average-models' main in process (its
+    start is the program start's) over N = 2, 4, 8 models (fitted as a + b N); the launch cost of an N-task array of `true` through `nnet-queue local`
     and `nnet-queue slurm`, N = 1, 2, 4, 8 (fitted as a + b x rounds of tasks the cores take;
     engines that are not reachable are skipped). Each is timed once per round, the rounds
     interleaved, and the fastest of --rounds kept (this machine is shared).
@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import contextlib
 import functools
+import io
 import logging
 import math
 import os
@@ -44,6 +45,7 @@ import time
 import torch
 
 from common import mlp_config, speech_like_archive
+from nnet_tools.cli import average_models
 from nnet_tools.data import egs
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
@@ -91,6 +93,17 @@ def drop_from_cache(path):
         os.close(fd)
 
 
+def average_in_process(inputs, out):
+    """nnet-average-models' own main, in this process: its cost without the program start (which
+    is timed apart, and would drown the per-model cost in this machine's noise)."""
+    handlers, level = logger.handlers[:], logger.level
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            average_models.main.main([*inputs, out], prog_name="nnet-average-models", standalone_mode=False)
+    finally:
+        logger.handlers[:], logger.level = handlers, level
+
+
 class Disk:
     """The local disk behind model files: save + fsync, raw write (fsync'd), raw read with the
     file dropped from the page cache first (posix_fadvise), each timed once per call."""
@@ -135,8 +148,8 @@ def measure(args, d):
              "save": lambda: model_io.save(model, path), "load": lambda: model_io.load(path),
              "synced": disk.save_synced, "disk_write": disk.write, "disk_read": disk.read}
     for n in AVERAGED:
-        tasks[f"average{n}"] = functools.partial(run, ["nnet-average-models", *[f"{d}/avg.{i}.mdl" for i in range(n)],
-                                                        f"{d}/avg.out.mdl"])
+        tasks[f"average{n}"] = functools.partial(average_in_process, [f"{d}/avg.{i}.mdl" for i in range(n)],
+                                                 f"{d}/avg.out.mdl")
     backends = []
     for b in args.backends.split(","):
         why = b != "local" and BACKENDS[b].unreachable()
@@ -185,7 +198,7 @@ def print_constants(m):
     print(f"  model load, page cache          : {m['load']:8.3f} s  ({m['load'] / p * 1e9:.2f} ns/param)")
     print(f"  local disk: write (fsync'd) {m['disk_write'] / 1e9:.2f} GB/s, read (dropped from page cache) "
           f"{m['disk_read'] / 1e9:.2f} GB/s")
-    print("  nnet-average-models, page cache : " + ", ".join(f"N={n}: {t:.2f} s" for n, t in m["averaging"].items())
+    print("  nnet-average-models' main, page cache, no program start: " + ", ".join(f"N={n}: {t:.2f} s" for n, t in m["averaging"].items())
           + f"  -> {m['avg_fit'][0]:.2f} s + {m['avg_fit'][1]:.3f} s x N "
           f"({m['avg_fit'][1] / p * 1e9:.2f} ns/param/model)")
     for b, (medians, (a, s)) in m["launches"].items():
