@@ -21,7 +21,6 @@ import json
 import os
 
 import numpy as np
-import torch
 
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path
@@ -213,6 +212,7 @@ class EgsArchive:
 
     def windows(self, index, frame, left, right):
         """Model input windows [B, left+1+right, D] for label position ``frame`` of egs ``index``."""
+        import torch   # here, not at the top: the egs-dumping programs never need torch, its start-up time or memory
         first = self.left_context + frame - left
         return torch.from_numpy(self.rows(index, first, left + 1 + right))
 
@@ -228,6 +228,7 @@ class EgsArchive:
         """Every labelled frame of the archive: (windows [M, left+1+right, D], labels [M]).
 
         Used for diagnostics and combination, which see all label positions (Kaldi: no --frame)."""
+        import torch
         self.check_model(model)
         left, right = model.left_context, model.right_context
         wins, labs = [], []

@@ -31,8 +31,8 @@ from nnet_tools.fileio import temp_dir, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
-SPOOL_BUFFER_BYTES = 64 << 20  # egs held in memory before the spool files are appended to
-WRITE_CHUNK_BYTES = 16 << 20   # egs gathered at a time when an archive is written
+SPOOL_BUFFER_BYTES = 16 << 20  # egs held in memory before the spool files are appended to
+WRITE_CHUNK_BYTES = 8 << 20    # egs gathered at a time when an archive is written
 MAX_WARNINGS = 10  # per-utterance warnings printed before they are only counted
 TRAIN, VALID, SUBSET = 0, 1, 2  # utterance roles; SUBSET utterances are also training data
 _SELECT, _SCATTER, _SHUFFLE, _SUBSET = 0, 1, 2, 3  # independent random streams (_SUBSET..+3)
