@@ -164,3 +164,22 @@ def test_archives_are_written_in_chunks_to_the_same_bytes(tmp_path, monkeypatch)
     names = [f for f in os.listdir(tmp_path / "big") if f.endswith((".ark", ".egs"))]
     assert len(names) > 3
     same_files(tmp_path / "small", tmp_path / "big", names)
+
+
+def test_a_job_trains_on_compressed_egs_as_on_float32(tmp_path, small_model):
+    from conftest import write_egs_dir
+    from nnet_tools.model import model_io
+    from nnet_tools.train import job as train
+    write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=600)
+    plain = EgsArchive(tmp_path / "egs" / "egs.1.ark")
+    egs_mod.write_archive(tmp_path / "c.ark", np.asarray(plain.inputs), np.asarray(plain.labels), plain.keys(),
+                          1, 1, compress=True)
+    results = []
+    for archive in (plain, EgsArchive(tmp_path / "c.ark")):
+        model = model_io.load(small_model[1])
+        objf, frames = train.train_one_job(model, archive, train.TrainOptions(learning_rate=0.01, minibatch_size="64"))
+        results.append((objf, frames, model.state_dict()))
+    (o1, f1, s1), (o2, f2, s2) = results
+    assert f1 == f2 and abs(o1 - o2) < 1e-3 * abs(o1)   # decoding error ~1e-5 of the inputs' range
+    assert all(np.allclose(s1[k], s2[k], atol=1e-3) for k in s1)
+    assert any(not np.array_equal(s1[k], s2[k]) for k in s1)   # it did read the codes, not the floats
