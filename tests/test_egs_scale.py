@@ -11,7 +11,7 @@ from nnet_tools.data import egs as egs_mod
 from nnet_tools.data import get_egs as ge
 from nnet_tools.data.egs import EgsArchive
 from nnet_tools.errors import NnetError
-from test_get_egs import SMALL, archives, lengths, write_data, write_data_dir
+from test_get_egs import SMALL, archives, lengths, write_cmvn, write_data, write_data_dir
 
 STEPS = os.path.join(os.path.dirname(__file__), "..", "steps", "get_egs.sh")
 
@@ -95,10 +95,12 @@ def get_egs_sh(data, egs_dir, *options):
 
 def test_get_egs_sh_nj_compressed_equals_nj_1(tmp_path):
     d = tmp_path / "data"
-    write_data_dir(d, lengths(30))
+    feats, _ = write_data_dir(d, lengths(30))
+    write_cmvn(d, feats)   # every dump job reads the whole cmvn.scp and utt2spk
     get_egs_sh(d, tmp_path / "one", "--compress", "true")
     get_egs_sh(d, tmp_path / "two", "--compress", "true", "--nj", "2")
     assert all_egs(tmp_path / "two") == all_egs(tmp_path / "one")
+    assert (tmp_path / "two" / "cmvn_opts").read_text() == "--norm-means=true --norm-vars=false\n"
     assert EgsArchive(tmp_path / "two" / "egs.1.ark").compress == "two-byte"
     logs = sorted(os.listdir(tmp_path / "two" / "log"))
     assert {"get_egs.1.log", "get_egs.2.log", "shuffle.1.log", "finish.log"} <= set(logs), logs
