@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Egs compression (--compress true, Kaldi's kTwoByte per eg) against float32 archives of the same
-egs: archive bytes, write time, nnet-train-one-job's egs/s reading each (codes decoded per
-minibatch from the memory map), and the objective and accuracy on held-out float32 egs of a model
+egs: archive bytes, write time, the time to read one 512-eg minibatch (codes decoded from the
+memory map), nnet-train-one-job's egs/s reading each, and the objective and accuracy on held-out float32 egs of a model
 trained one pass on each (same seed, so compression is the only difference).
 
 Writes and training alternate between the two formats in this process, best of --repeats.
@@ -80,16 +80,25 @@ def main():
             train.train_one_job(model, egs.EgsArchive(paths[compress]), opts)
             train_s[compress] = min(train_s.get(compress, 1e9), time.perf_counter() - t)
             models[compress] = model
+        read_ms = {}
+        for compress in (False, True) * args.repeats:   # the read alone: what decoding adds per minibatch
+            archive, pick = egs.EgsArchive(paths[compress]), np.random.default_rng(0)
+            t = time.perf_counter()
+            for _ in range(100):
+                archive.windows(np.sort(pick.permutation(args.egs)[:512]), 0, 5, 5)
+            read_ms[compress] = min(read_ms.get(compress, 1e9), (time.perf_counter() - t) * 10)
         sizes = {c: os.path.getsize(paths[c]) for c in paths}
         print(f"{args.egs} egs of 11 x 40 inputs, model 440-{args.hidden}x{args.layers}-{args.classes}, "
               f"{torch.get_num_threads()} threads, best of {args.repeats}")
         for c, name in ((False, "float32   "), (True, "compressed")):
             s = diagnostics.compute_prob(models[c], windows, vlabels)
-            print(f"  {name}: {sizes[c] / 1e6:7.1f} MB, write {write_s[c]:6.2f} s, train "
+            print(f"  {name}: {sizes[c] / 1e6:7.1f} MB, write {write_s[c]:6.2f} s, read {read_ms[c]:.2f} ms per "
+                  f"512-eg minibatch, train "
                   f"{args.egs / train_s[c]:7.0f} egs/s; held-out objective {s.objf / s.frames:.5f}, "
                   f"accuracy {s.correct / s.frames:.4f}")
         print(f"compression ratio {sizes[False] / sizes[True]:.2f}x; write time compressed / float32 = "
-              f"{write_s[True] / write_s[False]:.2f}; training speed compressed / float32 = "
+              f"{write_s[True] / write_s[False]:.2f}; minibatch read compressed / float32 = "
+              f"{read_ms[True] / read_ms[False]:.2f}; training speed compressed / float32 = "
               f"{train_s[False] / train_s[True]:.3f}")
 
 

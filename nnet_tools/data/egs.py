@@ -103,7 +103,7 @@ class ArchiveWriter:
         inputs = np.ascontiguousarray(inputs, dtype=np.float32)
         labels = np.ascontiguousarray(labels, dtype=np.int32)
         b = len(inputs)
-        if (inputs.shape[1:] != (self.rows, self.dim) if b else False) or labels.shape != (b, self.fpe) \
+        if (b and inputs.shape[1:] != (self.rows, self.dim)) or labels.shape != (b, self.fpe) \
                 or len(keys) != b or self.done + b > self.n:
             raise ValueError(f"inconsistent eg arrays: inputs {inputs.shape}, labels {labels.shape}, {len(keys)} "
                              f"keys; want [*, {self.rows}, {self.dim}], [*, {self.fpe}], {self.n - self.done} more")
@@ -155,7 +155,9 @@ def write_archive(path, inputs, labels, keys, left_context, right_context, compr
 
 
 class EgsArchive:
-    """Read-only view of an archive: ``.inputs`` and ``.labels`` are memory maps."""
+    """Read-only view of an archive: ``.inputs`` and ``.labels`` are memory maps (``.inputs`` holds
+    the uint16 codes of a compressed archive, ``.ranges`` their per-eg (min, range)); ``rows`` and
+    ``windows`` give float32 values either way."""
 
     def __init__(self, path):
         self.path = str(path)

@@ -540,7 +540,8 @@ def merge_archive(egs_dir, k):
     for s in summaries:   # as Kaldi's get_egs.sh removes egs_orig.*: the disk holds the data once
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(egs_dir, ORIG, piece_names(s["job"], num_archives)[k - 1]))
-    logger.info(f"Merged {len(summaries)} pieces of {n} egs into {egs_dir}/egs.{k}.ark")
+    logger.info(f"Shuffled order of {n} neural-network training examples")   # nnet3-shuffle-egs's line
+    logger.info(f"Merged {len(summaries)} pieces into {egs_dir}/egs.{k}.ark")
 
 
 def finish(egs_dir):
