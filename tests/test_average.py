@@ -59,3 +59,85 @@ def test_programs_refuse_non_finite_models(tmp_path):
                           tmp_path / "egs/combine.egs", tmp_path / "final.mdl"))
     assert "bad.mdl: non-finite values" in line
     assert not (tmp_path / "avg.mdl").exists() and not (tmp_path / "final.mdl").exists()
+
+
+def _saved(tmp_path, seeds):
+    paths = []
+    for s in seeds:
+        paths.append(tmp_path / f"m{s}.mdl")
+        model_io.save(make(s), paths[-1])
+    return paths
+
+
+def _live_inputs_tracker(monkeypatch):
+    """Wrap average.state_of so every call records how many tensors of earlier calls are alive."""
+    import weakref
+    refs, alive_at_call = [], []
+    real = average.state_of
+
+    def tracked(source):
+        alive_at_call.append(sum(r() is not None for r in refs))
+        state = real(source)
+        refs.extend(weakref.ref(t) for t in state.values())
+        return state
+    monkeypatch.setattr(average, "state_of", tracked)
+    return alive_at_call
+
+
+def test_streaming_average_is_the_float64_mean_holding_one_input_tensor(tmp_path, monkeypatch):
+    paths = _saved(tmp_path, range(5))
+    weights = average.normalized_weights([1, 2, 3, 4, 5], 5)
+    alive = _live_inputs_tracker(monkeypatch)
+    out = average.average_files(paths, weights).state_dict()
+    assert alive and max(alive) == 0   # no input tensor survives into the next read
+    states = [model_io.load(p).state_dict() for p in paths]
+    old = average.average_into(make(9), [model_io.load(p) for p in paths], weights).state_dict()
+    for key, value in out.items():
+        if not value.is_floating_point():
+            assert torch.equal(value, states[0][key]), key
+            continue
+        exact = sum(w * s[key].double() for w, s in zip(weights, states))
+        # Summed in float64 and rounded once: the exact mean's float32 rounding, to the last bit.
+        assert torch.equal(value, exact.float()), key
+        # The previous in-memory float32 sum differs by float32 rounding only.
+        assert torch.allclose(value, old[key], rtol=4e-7 * len(paths), atol=1e-7), key
+
+
+def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch):
+    import copy
+    import math
+    from nnet_tools.report import diagnostics
+    from nnet_tools.train import combine
+    torch.manual_seed(3)
+    windows, base, paths = torch.randn(128, 3, 6), make(0), []
+    with torch.no_grad():
+        labels = base.eval()(windows).argmax(-1).reshape(-1)   # the base model is the best one
+    for i in range(6):   # noisy copies of one model: averaging them helps, so best_n > 1
+        m = copy.deepcopy(base)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(torch.randn_like(p) * 0.5)
+        paths.append(tmp_path / f"c{i}.mdl")
+        model_io.save(m, paths[-1])
+    models = [model_io.load(p) for p in paths]
+
+    def objf(m):   # the previous implementation's scoring of a copy
+        m = copy.deepcopy(m)
+        diagnostics.recompute_batchnorm_stats(m, windows)
+        s = diagnostics.compute_prob(m, windows, labels)
+        return s.objf / s.frames
+    best_n, best = 1, objf(models[0])
+    running, scores = copy.deepcopy(models[0]), []
+    for n in range(2, 7):
+        average.average_into(running, [running, models[n - 1]], [(n - 1) / n, 1 / n])
+        scores.append(objf(running))
+        if scores[-1] > best:
+            best_n, best, best_model = n, scores[-1], copy.deepcopy(running)
+    assert best_n > 1 and math.isfinite(best)
+    diagnostics.recompute_batchnorm_stats(best_model, windows)
+    alive = _live_inputs_tracker(monkeypatch)
+    out, n, _, got = combine.combine(paths, windows, labels, max_objective_evaluations=30)
+    assert max(alive) <= 1   # the running average plus at most one input
+    assert (n, got) == (best_n, best)
+    for (k, a), b in zip(out.state_dict().items(), best_model.state_dict().values()):
+        assert torch.equal(a, b), k   # the same float operations: equal to the last bit

@@ -363,12 +363,18 @@ def test_egs_hold_per_speaker_normalised_features(tmp_path):
             np.testing.assert_allclose(window, expect.numpy(), atol=1e-4)  # Kaldi applies in float
 
 
-def test_get_egs_sh_applies_cmvn_when_the_data_dir_has_it(tmp_path):
-    d = tmp_path / "data"
-    feats, targets, fs, ts = write_data(d, lengths(30))
+def write_data_dir(d, lens):
+    """write_data plus DATA/targets.scp, the data dir steps/get_egs.sh reads."""
+    feats, targets, fs, ts = write_data(d, lens)
     with IntVectorWriter(f"ark,scp:{d}/targets.ark,{d}/targets.scp") as w:
         for u in sorted(targets):
             w.write(u, targets[u])
+    return feats, targets
+
+
+def test_get_egs_sh_applies_cmvn_when_the_data_dir_has_it(tmp_path):
+    d = tmp_path / "data"
+    feats, targets = write_data_dir(d, lengths(30))
     steps = os.path.join(os.path.dirname(__file__), "..", "steps", "get_egs.sh")
     small = ["--frames-per-eg", "4", "--num-utts-subset", "3", "--samples-per-iter", "30"]
 

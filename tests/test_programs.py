@@ -95,8 +95,8 @@ def test_compute_writes_log_posteriors(small_model, data, tmp_path):
 
 
 def test_help_has_an_example():
-    for prog in ["nnet-init", "nnet-get-egs", "nnet-train-one-job", "nnet-average-models", "nnet-combine",
-                 "nnet-compute-prob", "nnet-show-progress", "nnet-compute", "nnet-info", "nnet-queue"]:
+    for prog in ["nnet-init", "nnet-get-egs", "nnet-merge-egs", "nnet-train-one-job", "nnet-average-models",
+                 "nnet-combine", "nnet-compute-prob", "nnet-show-progress", "nnet-compute", "nnet-info", "nnet-queue"]:
         r = run(prog, "--help", check=True)
         assert "xample" in r.stdout, prog
 

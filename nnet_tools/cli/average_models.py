@@ -13,6 +13,9 @@ from nnet_tools.cli.common import program
 def main(models, weights):
     """Average the parameters and batch-norm statistics of N models: MODEL1 ... MODELN MODEL_OUT.
 
+    Streams like Kaldi's nnet3-average: memory is the output model plus one tensor, whatever N;
+    each tensor is summed in float64.
+
     \b
     Example:
       nnet-average-models exp/nnet/8.1.mdl exp/nnet/8.2.mdl exp/nnet/8.3.mdl exp/nnet/8.mdl
@@ -20,9 +23,6 @@ def main(models, weights):
     *inputs, out = models
     if not inputs:
         raise click.UsageError("need at least one input model and the output model")
-    nets = [model_io.load(p) for p in inputs]
-    average.check_same_structure(nets, inputs)
-    average.check_finite(nets, inputs)
-    w = average.normalized_weights(None if weights is None else [float(x) for x in weights.split(":")], len(nets))
-    model_io.save(average.average_into(nets[0], nets, w), out)
-    logger.info(f"Averaged parameters of {len(nets)} neural nets, and wrote to {out}")
+    w = average.normalized_weights(None if weights is None else [float(x) for x in weights.split(":")], len(inputs))
+    model_io.save(average.average_files(list(inputs), w), out)
+    logger.info(f"Averaged parameters of {len(inputs)} neural nets, and wrote to {out}")

@@ -1,6 +1,6 @@
 import click
 
-from nnet_tools.train import average, combine
+from nnet_tools.train import combine
 from nnet_tools import device
 from nnet_tools.data import egs
 from nnet_tools.model import model_io
@@ -17,6 +17,7 @@ def main(args, max_objective_evaluations, use_gpu):
     """Combine the newest models into the best uniform average on combine egs.
 
     MODEL1 ... MODELN COMBINE_EGS MODEL_OUT, models newest first (Kaldi's nnet3-combine).
+    Streams: at most two models are in memory at once, whatever N.
 
     \b
     Example:
@@ -25,10 +26,7 @@ def main(args, max_objective_evaluations, use_gpu):
     if len(args) < 3:
         raise click.UsageError("need at least one model, the combine egs and the output model")
     *paths, egs_path, out = args
-    models = [model_io.load(p) for p in paths]
-    average.check_same_structure(models, paths)
-    average.check_finite(models, paths)
-    windows, labels = egs.EgsArchive(egs_path).all_frames(models[0])
-    best, *_ = combine.combine(models, windows, labels, max_objective_evaluations, device.select(use_gpu))
+    windows, labels = egs.EgsArchive(egs_path).all_frames(model_io.load(paths[0]))
+    best, *_ = combine.combine(list(paths), windows, labels, max_objective_evaluations, device.select(use_gpu))
     model_io.save(best, out)
     logger.info(f"Wrote combined model to {out}")

@@ -3,7 +3,7 @@ import contextlib
 import click
 
 from nnet_tools.data import cmvn as cmvn_mod
-from nnet_tools.data.get_egs import EgsOptions, get_egs
+from nnet_tools.data.get_egs import EgsOptions, dump_job, get_egs
 from nnet_tools.cli.common import cmvn_options, program
 
 
@@ -24,13 +24,18 @@ from nnet_tools.cli.common import cmvn_options, program
 @click.option("--allow-nonfinite", is_flag=True, default=False,
               help="Skip (with a warning and a count) utterances with NaN or infinite features; "
               "without it they are an error.")
+@click.option("--compress", type=bool, default=False,
+              help="Store inputs compressed, 2 bytes a value (Kaldi's CompressedMatrix kTwoByte, one header per eg).")
+@click.option("--num-jobs", type=int, default=1, help="With --job: this is one of N dump jobs (get_egs.sh --nj).")
+@click.option("--job", type=int, default=None, help="Job number 1..N: write this job's pieces of every archive to "
+              "EGS_DIR/orig; nnet-merge-egs then merges and shuffles them.")
 @click.option("--verbose", type=int, default=0)
 @cmvn_options
 @click.argument("feats_rspecifier")
 @click.argument("targets_rspecifier")
 @click.argument("egs_dir")
 @program("nnet-get-egs")
-def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, cmvn_opts, **opts):
+def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, cmvn_opts, num_jobs, job, **opts):
     """Features + per-frame targets -> shuffled egs archives, diagnostic and combine egs, info/
     (Kaldi's steps/nnet3/get_egs.sh). Targets are an int32-vector table of class ids, one per frame;
     a one-frame utterance with one target is an image or utterance label (use --frames-per-eg 1).
@@ -40,6 +45,11 @@ def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, 
     With --cmvn (and --utt2spk) the features are first normalised as Kaldi's get_egs.sh does
     through apply-cmvn (means only by default); cmvn_opts records what was applied.
 
+    With --num-jobs N --job J it is one of N parallel jobs, each given a split of the features
+    (the targets whole): it writes its pieces of every archive to EGS_DIR/orig; then
+    'nnet-merge-egs EGS_DIR K' per archive and 'nnet-merge-egs --finish EGS_DIR' complete the dir
+    (steps/get_egs.sh --nj N does all three).
+
     \b
     Example:
       nnet-get-egs --frames-per-eg 8 --left-context 5 --right-context 5 --num-targets 10 \\
@@ -48,4 +58,9 @@ def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, 
     """
     options = EgsOptions(**opts)
     with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier:
-        get_egs(feats_rspecifier, targets_rspecifier, egs_dir, options, applier)
+        if job is None:
+            if num_jobs != 1:
+                raise click.UsageError("--num-jobs needs --job")
+            get_egs(feats_rspecifier, targets_rspecifier, egs_dir, options, applier)
+        else:
+            dump_job(feats_rspecifier, targets_rspecifier, egs_dir, options, job, num_jobs, applier)

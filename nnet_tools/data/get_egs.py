@@ -1,26 +1,38 @@
 """Egs dumping: features + per-frame targets -> an egs dir (Kaldi's steps/nnet3/get_egs.sh around
 nnet3-get-egs, nnet3-copy-egs --random, nnet3-shuffle-egs and nnet3-subset-egs, as one program).
 
-Memory is O(one archive) whatever the data size: a cheap first pass over the targets gives the
-utterance list and frame count (hence the archive count); the features are then streamed once, each
-utterance cut into egs that are appended to per-archive spool files on disk; finally the archives
-are loaded, shuffled and written one at a time. Seeds follow Kaldi: utterance lists and scattering
-from --srand, archive k (1-based) shuffled with seed k + srand.
+Memory does not grow with the data: a cheap first pass over the targets gives the utterance list
+and frame count (hence the archive count); the features are then streamed once, each utterance cut
+into egs that are appended to per-archive spool files on disk; finally each archive is shuffled
+and written in chunks, gathered from its memory-mapped spool (page cache, not process memory).
+Seeds follow Kaldi: utterance lists and scattering from --srand, archive k (1-based) shuffled with
+seed k + srand.
+
+Parallel form (Kaldi's get_egs.sh --nj): job j of N (``dump_job``) reads its split of the features,
+scatters its egs to every archive with seed srand + j into EGS_DIR/orig/egs_orig.j.k.rec; then
+``merge_archive`` (one task per archive, nnet3-shuffle-egs) concatenates the N pieces of archive k
+and shuffles them with seed k + srand; ``finish`` writes the diagnostic and combine subsets (drawn
+from the valid and train-subset egs sorted by utterance, so the same as the one-process path's)
+and info/. The union of the archives is the same egs multiset for any N.
 """
+import contextlib
+import json
 import os
-from dataclasses import dataclass
+import shutil
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
 from nnet_tools.data.cmvn import format_cmvn_opts
-from nnet_tools.data.egs import write_archive
+from nnet_tools.data.egs import ArchiveWriter
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import temp_dir, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
-SPOOL_BUFFER_BYTES = 64 << 20  # egs held in memory before the spool files are appended to
+SPOOL_BUFFER_BYTES = 16 << 20  # egs held in memory before the spool files are appended to
+WRITE_CHUNK_BYTES = 8 << 20    # egs gathered at a time when an archive is written
 MAX_WARNINGS = 10  # per-utterance warnings printed before they are only counted
 TRAIN, VALID, SUBSET = 0, 1, 2  # utterance roles; SUBSET utterances are also training data
 _SELECT, _SCATTER, _SHUFFLE, _SUBSET = 0, 1, 2, 3  # independent random streams (_SUBSET..+3)
@@ -41,6 +53,7 @@ class EgsOptions:
     num_targets: Optional[int] = None
     targets_length_tolerance: int = 2
     allow_nonfinite: bool = False
+    compress: bool = False
 
     def check(self):
         for name in ("frames_per_eg", "samples_per_iter", "num_utts_subset"):
@@ -112,9 +125,12 @@ def cut_utterance(feats, targets, opts):
 class Spools:
     """Per-bucket record files, appended through one bounded in-memory buffer."""
 
-    def __init__(self, directory, num_buckets, dtype):
+    def __init__(self, directory, num_buckets, dtype, names=None):
         self.dtype = dtype
-        self.paths = [os.path.join(directory, f"{b}.rec") for b in range(num_buckets)]
+        self.paths = [os.path.join(directory, name) for name in (names or [f"{b}.rec" for b in range(num_buckets)])]
+        for path in self.paths:   # a killed earlier run's pieces must not be appended to
+            if os.path.exists(path):
+                os.unlink(path)
         self.counts = [0] * num_buckets
         self._buffers = [[] for _ in range(num_buckets)]
         self._buffered = 0
@@ -149,13 +165,14 @@ class Spools:
 class _Dumper:
     """The streaming pass: features in, egs spooled by archive (training) or pool (valid, subset)."""
 
-    def __init__(self, keys, roles, num_archives, tmpdir, opts):
+    def __init__(self, keys, roles, num_archives, tmpdir, opts, job=None):
         self.keys, self.roles, self.opts = keys, roles, opts
         self.index = {k: i for i, k in enumerate(keys)}
-        self.num_archives, self.tmpdir = num_archives, tmpdir
+        self.num_archives, self.tmpdir, self.job = num_archives, tmpdir, job
         self.valid_pool, self.subset_pool = num_archives, num_archives + 1
-        self.scatter = _rng(opts.srand, _SCATTER)
-        self.spools, self.feat_dim = None, None
+        # nnet3-copy-egs --random --srand: one stream, or per job srand + job as Kaldi's get_egs.sh.
+        self.scatter = _rng(opts.srand if job is None else opts.srand + job, _SCATTER)
+        self.spools, self.feat_dim, self.used = None, None, set()
         self.done = self.errors = self.egs = self.frames = self.train_egs = self.train_frames = 0
         self.nonfinite_utts = self.nonfinite_frames = 0
 
@@ -213,13 +230,15 @@ class _Dumper:
     def add(self, key, feats, ids, where):
         if self.spools is None:
             self.feat_dim = feats.shape[1]
-            self.spools = Spools(self.tmpdir, self.num_archives + 2, record_dtype(self.opts, self.feat_dim))
+            self.spools = Spools(self.tmpdir, self.num_archives + 2, record_dtype(self.opts, self.feat_dim),
+                                 None if self.job is None else piece_names(self.job, self.num_archives))
         elif feats.shape[1] != self.feat_dim:
             raise NnetError(f"{where}: utterance '{key}': feature dim {feats.shape[1]} differs from "
                             f"{self.feat_dim} of the utterances before it")
         inputs, labels, t0 = cut_utterance(feats, ids, self.opts)
         records = np.empty(len(t0), self.spools.dtype)
         records["inputs"], records["labels"], records["utt"], records["t0"] = inputs, labels, self.index[key], t0
+        self.used.add(self.index[key])
         frames = int((labels >= 0).sum())
         self.done += 1
         self.egs += len(records)
@@ -238,12 +257,37 @@ class _Dumper:
         self.train_frames += frames
 
 
-def _write(path, records, order, keys, opts):
-    """Write records[order] as an egs archive; fields are gathered one at a time, so a memory-mapped
-    spool is read once, in ``order``, into arrays write_archive need not copy."""
-    utts, t0 = records["utt"][order].tolist(), records["t0"][order].tolist()
-    write_archive(path, records["inputs"][order], records["labels"][order],
-                  [f"{keys[u]}-{t}" for u, t in zip(utts, t0)], opts.left_context, opts.right_context)
+class _Concat:
+    """Record arrays (memory maps) read as one, gathered by index a chunk at a time."""
+
+    def __init__(self, parts):
+        self.parts = [p for p in parts if len(p)]
+        self.offsets = np.cumsum([0] + [len(p) for p in self.parts])
+
+    def __len__(self):
+        return int(self.offsets[-1])
+
+    def take(self, index, dtype):
+        out = np.empty(len(index), dtype)
+        part = np.searchsorted(self.offsets, index, side="right") - 1
+        for p in np.unique(part):
+            mask = part == p
+            out[mask] = self.parts[p][index[mask] - self.offsets[p]]
+        return out
+
+
+def _write(path, records, order, keys, opts, feat_dim):
+    """Write records[order] (a record array or a _Concat) as an egs archive, a chunk at a time, so
+    memory holds one chunk, not the archive; ``keys`` maps utterance indices to names."""
+    source = records if isinstance(records, _Concat) else _Concat([records])
+    dtype = record_dtype(opts, feat_dim)
+    chunk = max(1, WRITE_CHUNK_BYTES // dtype.itemsize)
+    with ArchiveWriter(path, len(order), feat_dim, opts.frames_per_eg, opts.left_context, opts.right_context,
+                       opts.compress) as writer:
+        for i in range(0, len(order), chunk):
+            part = source.take(np.asarray(order[i:i + chunk]), dtype)
+            writer.write(part["inputs"], part["labels"],
+                         [f"{keys[u]}-{t}" for u, t in zip(part["utt"].tolist(), part["t0"].tolist())])
 
 
 def _subset(records, n, seed, stream):
@@ -251,10 +295,16 @@ def _subset(records, n, seed, stream):
     return records[_rng(seed, stream).permutation(len(records))[:n]]
 
 
-def _subsets(dumper, opts, where):
+def _by_utterance(pools):
+    """Pool record arrays concatenated and sorted by (utterance index, first frame): an order that
+    does not depend on how the features were split between jobs."""
+    records = np.concatenate([np.asarray(p) for p in pools]) if pools else np.zeros(0)
+    return records[np.lexsort((records["t0"], records["utt"]))] if len(records) else records
+
+
+def _subsets(valid, train, opts, where):
     """valid_diagnostic, train_diagnostic and combine (= valid_combine ++ train_combine) records."""
     fpe = opts.frames_per_eg
-    valid, train = dumper.spools.load(dumper.valid_pool), dumper.spools.load(dumper.subset_pool)
     out = {"valid_diagnostic.egs": _subset(valid, opts.num_frames_diagnostic // fpe, opts.srand, _SUBSET),
            "train_diagnostic.egs": _subset(train, opts.num_frames_diagnostic // fpe, opts.srand, _SUBSET + 1),
            "combine.egs": np.concatenate([
@@ -274,13 +324,18 @@ def _refuse_stdin(rspecifier):
                         f"cannot come from stdin; write them to a file first")
 
 
-def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
-    """Write egs.{1..A}.ark, the diagnostic/combine egs, the utterance lists and info/ to egs_dir.
+@dataclass
+class Plan:
+    """What every job derives alike from the targets: utterances, their roles, the archive count."""
+    keys: list
+    valid: set
+    subset: set
+    roles: dict
+    num_archives: int
+    max_id: int
 
-    ``cmvn`` (a data.cmvn.CmvnApplier) normalises each utterance's features first; what was
-    applied is recorded as apply-cmvn options in cmvn_opts and info/cmvn_opts
-    ("--norm-means=false" when nothing was). Returns the info values as a dict."""
-    opts.check()
+
+def make_plan(targets_rspecifier, opts, warn=True):
     _refuse_stdin(targets_rspecifier)
     lengths, max_id = scan_targets(targets_rspecifier, opts.num_targets)
     if not lengths:
@@ -288,57 +343,225 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
     keys = list(lengths)
     valid, subset = split_utterances(keys, opts.num_utts_subset, opts.srand, targets_rspecifier)
     roles = {keys[i]: VALID for i in valid} | {keys[i]: SUBSET for i in subset}
-    fpe = opts.frames_per_eg
     num_frames_est = sum(n for i, n in enumerate(lengths.values()) if i not in valid)
-    num_archives = num_frames_est // (fpe * opts.samples_per_iter) + 1
-    if num_archives == 1:
+    num_archives = num_frames_est // (opts.frames_per_eg * opts.samples_per_iter) + 1
+    if num_archives == 1 and warn:
         logger.warning("the --frames-per-eg is too large to generate one archive with as many as "
                        "--samples-per-iter egs in it (only one archive). Consider reducing --frames-per-eg.")
+    return Plan(keys, valid, subset, roles, num_archives, max_id)
+
+
+def _start(egs_dir):
     os.makedirs(os.path.join(egs_dir, "info"), exist_ok=True)
     # A stale num_archives would make this run, if interrupted, look complete.
     stale = os.path.join(egs_dir, "info", "num_archives")
     if os.path.exists(stale):
-        os.unlink(stale)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+
+
+def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
+    """Write egs.{1..A}.ark, the diagnostic/combine egs, the utterance lists and info/ to egs_dir.
+
+    ``cmvn`` (a data.cmvn.CmvnApplier) normalises each utterance's features first; what was
+    applied is recorded as apply-cmvn options in cmvn_opts and info/cmvn_opts
+    ("--norm-means=false" when nothing was). Returns the info values as a dict."""
+    opts.check()
+    plan = make_plan(targets_rspecifier, opts)
+    _start(egs_dir)
     with temp_dir(egs_dir, "get-egs") as tmpdir:
-        dumper = _Dumper(keys, roles, num_archives, tmpdir, opts)
+        dumper = _Dumper(plan.keys, plan.roles, plan.num_archives, tmpdir, opts)
         dumper.run(feats_rspecifier, targets_rspecifier, cmvn)
         if not dumper.train_egs:
             raise NnetError(f"{feats_rspecifier}: no training examples: {dumper.done} utterances gave egs "
                             f"(none outside valid_uttlist), {dumper.errors} had no usable targets")
-        subsets = _subsets(dumper, opts, egs_dir)
-        _write_archives(dumper, egs_dir, opts)
-        for name, records in subsets.items():
-            _write(os.path.join(egs_dir, name), records, slice(None), keys, opts)
-            logger.info(f"Wrote {len(records)} egs to {os.path.join(egs_dir, name)}")
-    for name, chosen in (("valid_uttlist", valid), ("train_subset_uttlist", subset)):
-        write_text(os.path.join(egs_dir, name), "".join(f"{keys[i]}\n" for i in sorted(chosen)))
+        spools = dumper.spools
+        subsets = _subsets(_by_utterance([spools.load(dumper.valid_pool)]),
+                           _by_utterance([spools.load(dumper.subset_pool)]), opts, egs_dir)
+        for k in range(1, plan.num_archives + 1):
+            _write_archive(egs_dir, k, [spools.load(k - 1)], plan.keys, opts, dumper.feat_dim, plan.num_archives)
+            spools.remove(k - 1)
+        counts = {"feat_dim": dumper.feat_dim, "train_egs": dumper.train_egs, "train_frames": dumper.train_frames,
+                  "errors": dumper.errors}
+        return _finish(egs_dir, plan.num_archives, plan.max_id, opts, subsets, plan.keys, counts,
+                       cmvn.opts() if cmvn is not None else None, _uttlists(plan))
+
+
+def _uttlists(plan):
+    return {name: [plan.keys[i] for i in sorted(chosen)]
+            for name, chosen in (("valid_uttlist", plan.valid), ("train_subset_uttlist", plan.subset))}
+
+
+def _finish(egs_dir, num_archives, max_id, opts, subsets, keys, counts, cmvn_opts, uttlists):
+    """Subsets, utterance lists, cmvn_opts and info/ (num_archives last: it marks a complete dir)."""
+    for name, records in subsets.items():
+        _write(os.path.join(egs_dir, name), records, np.arange(len(records)), keys, opts, counts["feat_dim"])
+        logger.info(f"Wrote {len(records)} egs to {os.path.join(egs_dir, name)}")
+    for name, utts in uttlists.items():
+        write_text(os.path.join(egs_dir, name), "".join(f"{u}\n" for u in utts))
     # Kaldi keeps cmvn_opts at the top of the egs dir (the training script copies it on); ours is
     # a complete apply-cmvn option string, so decoding can pass it on as it is.
-    cmvn_opts = cmvn.opts() if cmvn is not None else format_cmvn_opts(False, False)
+    cmvn_opts = cmvn_opts if cmvn_opts is not None else format_cmvn_opts(False, False)
     write_text(os.path.join(egs_dir, "cmvn_opts"), f"{cmvn_opts}\n")
-    info = {"frames_per_eg": fpe, "feat_dim": dumper.feat_dim, "left_context": opts.left_context,
-            "right_context": opts.right_context, "num_frames": dumper.train_frames,
-            "egs_per_archive": dumper.train_frames // (fpe * num_archives),
+    fpe = opts.frames_per_eg
+    info = {"frames_per_eg": fpe, "feat_dim": counts["feat_dim"], "left_context": opts.left_context,
+            "right_context": opts.right_context, "num_frames": counts["train_frames"],
+            "egs_per_archive": counts["train_frames"] // (fpe * num_archives),
             "output_dim": opts.num_targets if opts.num_targets is not None else max_id + 1,
             "cmvn_opts": cmvn_opts,
             "num_archives": num_archives}  # last: its presence marks a complete egs dir
     for name, value in info.items():
         write_text(os.path.join(egs_dir, "info", name), f"{value}\n")
     logger.info(f"Wrote {num_archives} archives of about {info['egs_per_archive']} egs each to {egs_dir}: "
-                f"{dumper.train_egs} training egs covering {dumper.train_frames} labelled frames "
-                f"({fpe} frames per eg); {dumper.errors} utterances skipped")
+                f"{counts['train_egs']} training egs covering {counts['train_frames']} labelled frames "
+                f"({fpe} frames per eg); {counts['errors']} utterances skipped")
     return info
 
 
-def _write_archives(dumper, egs_dir, opts):
-    """Load, shuffle (nnet3-shuffle-egs --srand=k+srand) and write one archive at a time."""
-    for k in range(1, dumper.num_archives + 1):
-        records = dumper.spools.load(k - 1)
-        if not len(records):
-            logger.warning(f"{egs_dir}/egs.{k}.ark: no examples (too few egs for {dumper.num_archives} "
-                           f"archives; consider a larger --samples-per-iter)")
-        order = _rng(k + opts.srand, _SHUFFLE).permutation(len(records))
-        _write(os.path.join(egs_dir, f"egs.{k}.ark"), records, order, dumper.keys, opts)
-        del records
-        dumper.spools.remove(k - 1)
-        logger.debug(f"Wrote {egs_dir}/egs.{k}.ark")
+def _write_archive(egs_dir, k, pieces, keys, opts, feat_dim, num_archives):
+    """Shuffle (nnet3-shuffle-egs --srand=k+srand) the concatenated pieces of archive k and write it."""
+    records = _Concat(pieces)
+    if not len(records):
+        logger.warning(f"{egs_dir}/egs.{k}.ark: no examples (too few egs for {num_archives} "
+                       f"archives; consider a larger --samples-per-iter)")
+    order = _rng(k + opts.srand, _SHUFFLE).permutation(len(records))
+    _write(os.path.join(egs_dir, f"egs.{k}.ark"), records, order, keys, opts, feat_dim)
+    logger.debug(f"Wrote {egs_dir}/egs.{k}.ark")
+
+
+# --- the parallel form ------------------------------------------------------------------------
+
+ORIG = "orig"   # EGS_DIR/orig: the jobs' pieces and their summaries, removed by finish()
+
+
+def piece_names(job, num_archives):
+    """Spool names of job ``job``: one piece per archive, then its valid and train-subset pools."""
+    return [f"egs_orig.{job}.{k}.rec" for k in range(1, num_archives + 1)] + [f"valid.{job}.rec", f"subset.{job}.rec"]
+
+
+def dump_job(feats_rspecifier, targets_rspecifier, egs_dir, opts, job, num_jobs, cmvn=None):
+    """Job ``job`` (1-based) of ``num_jobs``: its features -> pieces of every archive in EGS_DIR/orig,
+    then orig/job.<job>.json (written last: the job's pieces are complete)."""
+    opts.check()
+    if not 1 <= job <= num_jobs:
+        raise NnetError(f"--job {job} is not in 1..--num-jobs {num_jobs}")
+    plan = make_plan(targets_rspecifier, opts, warn=job == 1)
+    _start(egs_dir)
+    orig = os.path.join(egs_dir, ORIG)
+    os.makedirs(orig, exist_ok=True)
+    summary = os.path.join(orig, f"job.{job}.json")
+    for stale in [summary] + [os.path.join(orig, n) for n in os.listdir(orig) if n.startswith("merged.")]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+    dumper = _Dumper(plan.keys, plan.roles, plan.num_archives, orig, opts, job)
+    dumper.run(feats_rspecifier, targets_rspecifier, cmvn)
+    counts = [0] * (plan.num_archives + 2) if dumper.spools is None else dumper.spools.counts
+    write_text(os.path.join(orig, "num_archives"), f"{plan.num_archives}\n")
+    write_text(summary, json.dumps({
+        "job": job, "num_jobs": num_jobs, "options": asdict(opts), "num_archives": plan.num_archives,
+        "max_id": plan.max_id, "uttlists": _uttlists(plan),
+        "feat_dim": dumper.feat_dim, "counts": counts, "train_egs": dumper.train_egs,
+        "train_frames": dumper.train_frames, "errors": dumper.errors,
+        "cmvn_opts": cmvn.opts() if cmvn is not None else None,
+        "keys": {str(i): plan.keys[i] for i in sorted(dumper.used)}}) + "\n")
+    logger.info(f"Job {job} of {num_jobs}: wrote {dumper.train_egs} training egs to pieces of "
+                f"{plan.num_archives} archives in {orig}")
+
+
+def _jobs(egs_dir):
+    """The summaries of every dump job, checked complete and consistent."""
+    orig = os.path.join(egs_dir, ORIG)
+    try:
+        names = [n for n in os.listdir(orig) if n.startswith("job.") and n.endswith(".json")]
+    except OSError:
+        raise NnetError(f"{orig}: no egs pieces; run nnet-get-egs --num-jobs N --job J first") from None
+    summaries = []
+    for name in names:
+        path = os.path.join(orig, name)
+        try:
+            with open(path) as f:
+                summaries.append(json.load(f))
+        except (OSError, ValueError) as e:
+            raise NnetError(f"{path}: unreadable job summary ({e})") from None
+    summaries.sort(key=lambda s: s["job"])
+    num_jobs = summaries[0]["num_jobs"] if summaries else 0
+    done = [s["job"] for s in summaries]
+    if not summaries or done != list(range(1, num_jobs + 1)):
+        missing = sorted(set(range(1, num_jobs + 1)) - set(done)) if summaries else "all"
+        raise NnetError(f"{orig}: dump jobs {missing} did not finish (no job.<j>.json); re-run them")
+    first = summaries[0]
+    for s in summaries[1:]:
+        for field in ("num_jobs", "options", "num_archives", "max_id", "uttlists", "cmvn_opts"):
+            if s[field] != first[field]:
+                raise NnetError(f"{orig}/job.{s['job']}.json: {field} differs from job 1's; the jobs were not "
+                                f"run with the same options and targets")
+        if first["feat_dim"] is not None and s["feat_dim"] not in (None, first["feat_dim"]):
+            raise NnetError(f"{orig}/job.{s['job']}.json: feature dim {s['feat_dim']} differs from job 1's "
+                            f"{first['feat_dim']}")
+    return summaries
+
+
+def _job_setup(summaries):
+    first = summaries[0]
+    opts = EgsOptions(**first["options"])
+    keys = {}
+    for s in summaries:
+        keys.update((int(i), k) for i, k in s["keys"].items())
+    feat_dim = next((s["feat_dim"] for s in summaries if s["feat_dim"] is not None), None)
+    return opts, keys, feat_dim
+
+
+def _pieces(egs_dir, summaries, bucket, feat_dim, opts):
+    dtype = record_dtype(opts, feat_dim)
+    out = []
+    for s in summaries:
+        path = os.path.join(egs_dir, ORIG, piece_names(s["job"], s["num_archives"])[bucket])
+        n = s["counts"][bucket]
+        if n and os.path.getsize(path) != n * dtype.itemsize:
+            raise NnetError(f"{path}: {os.path.getsize(path)} bytes, expected {n} egs of {dtype.itemsize}")
+        out.append(np.memmap(path, dtype, "r", shape=(n,)) if n else np.zeros(0, dtype))
+    return out
+
+
+def merge_archive(egs_dir, k):
+    """Archive k from the jobs' pieces (nnet3-shuffle-egs over egs_orig.*.k): egs.k.ark."""
+    summaries = _jobs(egs_dir)
+    opts, keys, feat_dim = _job_setup(summaries)
+    num_archives = summaries[0]["num_archives"]
+    if not 1 <= k <= num_archives:
+        raise NnetError(f"archive {k} is not in 1..{num_archives} (the egs dir's number of archives)")
+    if feat_dim is None:
+        raise NnetError(f"{egs_dir}: the dump jobs wrote no egs")
+    pieces = _pieces(egs_dir, summaries, k - 1, feat_dim, opts)
+    _write_archive(egs_dir, k, pieces, keys, opts, feat_dim, num_archives)
+    n = sum(len(p) for p in pieces)
+    del pieces
+    write_text(os.path.join(egs_dir, ORIG, f"merged.{k}"), "")
+    for s in summaries:   # as Kaldi's get_egs.sh removes egs_orig.*: the disk holds the data once
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(egs_dir, ORIG, piece_names(s["job"], num_archives)[k - 1]))
+    logger.info(f"Shuffled order of {n} neural-network training examples")   # nnet3-shuffle-egs's line
+    logger.info(f"Merged {len(summaries)} pieces into {egs_dir}/egs.{k}.ark")
+
+
+def finish(egs_dir):
+    """After every merge_archive: subsets, utterance lists and info/; removes EGS_DIR/orig."""
+    summaries = _jobs(egs_dir)
+    opts, keys, feat_dim = _job_setup(summaries)
+    first, num_archives = summaries[0], summaries[0]["num_archives"]
+    train_egs = sum(s["train_egs"] for s in summaries)
+    if not train_egs:
+        raise NnetError(f"{egs_dir}: no training examples: the dump jobs' features gave no egs outside "
+                        f"valid_uttlist ({sum(s['errors'] for s in summaries)} utterances had no usable targets)")
+    missing = [k for k in range(1, num_archives + 1) if not os.path.exists(os.path.join(egs_dir, ORIG, f"merged.{k}"))]
+    if missing:
+        raise NnetError(f"{egs_dir}: archives {missing} not merged yet (run nnet-merge-egs {egs_dir} K for each)")
+    valid = _by_utterance(_pieces(egs_dir, summaries, num_archives, feat_dim, opts))
+    train = _by_utterance(_pieces(egs_dir, summaries, num_archives + 1, feat_dim, opts))
+    subsets = _subsets(valid, train, opts, egs_dir)
+    counts = {"feat_dim": feat_dim, "train_egs": train_egs, "errors": sum(s["errors"] for s in summaries),
+              "train_frames": sum(s["train_frames"] for s in summaries)}
+    info = _finish(egs_dir, num_archives, first["max_id"], opts, subsets, keys, counts, first["cmvn_opts"],
+                   first["uttlists"])
+    shutil.rmtree(os.path.join(egs_dir, ORIG), ignore_errors=True)
+    return info

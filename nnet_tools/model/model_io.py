@@ -29,10 +29,13 @@ def save(model, path, priors=None):
         f.write(buffer.getbuffer())
 
 
-def read(path):
-    """The raw dict of a model file, checked; errors name the file and what is wrong."""
+def read(path, mmap=False):
+    """The raw dict of a model file, checked; errors name the file and what is wrong.
+
+    With ``mmap`` the tensors are mapped from the file, not read: only the pages of the tensors
+    touched are read, and they are released when the last of them is dropped."""
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise NnetError(f"{path}: no such model file") from None
     except IsADirectoryError:

@@ -1,17 +1,26 @@
 """Parameter averaging (Kaldi's nnet3-average): a weighted mean over every float tensor of the
-models, parameters and stored statistics (batch-norm) alike."""
+models, parameters and stored statistics (batch-norm) alike.
+
+``average_files`` streams, as nnet3-average does: whatever the number of models it holds the
+output model and one tensor of one input at a time (inputs are memory-mapped and re-opened per
+tensor, so no input's pages stay mapped), and sums each tensor in float64."""
 import torch
 
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
+from nnet_tools.model import model_io
 
 
-def _structure(model):
+def structure_of(config, keys):
     """What must agree for models to be averaged: the config without dropout proportions (a
     dropout schedule changes them between iterations; the result keeps the first model's) and
     the stored tensors (e.g. only one has a presoftmax scale)."""
-    layers = [{k: v for k, v in layer.items() if k != "dropout-proportion"} for layer in model.config["layers"]]
-    return {**model.config, "layers": layers}, list(model.state_dict().keys())
+    layers = [{k: v for k, v in layer.items() if k != "dropout-proportion"} for layer in config["layers"]]
+    return {**config, "layers": layers}, list(keys)
+
+
+def _structure(model):
+    return structure_of(model.config, model.state_dict().keys())
 
 
 def check_same_structure(models, paths):
@@ -26,8 +35,12 @@ def check_finite(models, paths):
     for model, path in zip(models, paths):
         bad = model.nonfinite()
         if bad:
-            raise NnetError(f"{path}: non-finite values (NaN or inf) in {', '.join(bad)}; refusing to "
-                            f"average it (its training job diverged?)")
+            raise NnetError(non_finite_message(path, bad))
+
+
+def non_finite_message(path, names):
+    return (f"{path}: non-finite values (NaN or inf) in {', '.join(names)}; refusing to "
+            f"average it (its training job diverged?)")
 
 
 def normalized_weights(weights, n):
@@ -41,10 +54,53 @@ def normalized_weights(weights, n):
     return [w / total for w in weights]
 
 
+def state_of(source):
+    """The tensors of a model, or of a model file memory-mapped (nothing read until touched)."""
+    if isinstance(source, torch.nn.Module):
+        return source.state_dict()
+    return model_io.read(source, mmap=True)["state"]
+
+
+def check_file_structures(paths):
+    """Every model file's structure equals the first's; only the small pickled headers are read."""
+    first = model_io.read(paths[0], mmap=True)
+    ref = structure_of(first["config"], first["state"].keys())
+    del first
+    for path in paths[1:]:
+        blob = model_io.read(path, mmap=True)
+        if structure_of(blob["config"], blob["state"].keys()) != ref:
+            raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
+
+
 @torch.no_grad()
-def average_into(target, models, weights):
-    """target's float tensors := sum_i w_i model_i's; integer buffers come from the first model."""
-    states = [m.state_dict() for m in models]
+def average_files(paths, weights):
+    """The weighted average of model files as a model (the first file's config and integer buffers).
+
+    Each float tensor is summed over the files in float64 and rounded to float32 once, so the result
+    is the exact weighted mean to float rounding; an input with NaN/inf is refused, naming it."""
+    check_file_structures(paths)
+    out = model_io.load(paths[0])
+    for key, value in out.state_dict().items():
+        if not value.is_floating_point():
+            continue
+        total = torch.zeros(value.shape, dtype=torch.float64)
+        for path, w in zip(paths, weights):
+            tensor = state_of(path)[key]
+            if tensor.shape != value.shape:
+                raise NnetError(f"{path}: {key} has shape {tuple(tensor.shape)}, {paths[0]} {tuple(value.shape)}")
+            if not bool(tensor.isfinite().all()):
+                raise NnetError(non_finite_message(path, [key]))
+            total.add_(tensor.to(torch.float64), alpha=w)
+            del tensor
+        value.copy_(total)
+    return out
+
+
+@torch.no_grad()
+def average_into(target, sources, weights):
+    """target's float tensors := sum_i w_i source_i's (sources: models or state dicts), summed in
+    float32 in order; integer buffers come from the first source."""
+    states = [s.state_dict() if isinstance(s, torch.nn.Module) else s for s in sources]
     for key, value in target.state_dict().items():
         if value.is_floating_point():
             value.copy_(sum(w * s[key].to(value.device) for w, s in zip(weights, states)))

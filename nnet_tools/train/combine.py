@@ -1,37 +1,86 @@
 """Final model combination (Kaldi's nnet3-combine since 2017): the best uniform average of the
-newest n models, n chosen on the combine egs with at most ``max_objective_evaluations`` scorings."""
+newest n models, n chosen on the combine egs with at most ``max_objective_evaluations`` scorings.
+
+Streams: the running average is updated one model at a time, each candidate is scored in place
+(its batch-norm statistics saved and restored around the scoring), and only the best n is
+remembered; the winning average is then rebuilt by the same float operations from the first n
+models. So at most two models are held at once (the running average and the one being added)."""
 import copy
 import math
 
+import torch
+
 from nnet_tools.train import average
 from nnet_tools.report import diagnostics
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
+from nnet_tools.model import model_io
 
 
 def _score(model, windows, labels, device):
+    """Objective per frame of ``model`` with batch-norm statistics recomputed on ``windows``; the
+    model's own statistics are put back afterwards."""
+    saved = {k: b.detach().clone() for k, b in model.named_buffers()}
     diagnostics.recompute_batchnorm_stats(model, windows, device)
     stats = diagnostics.compute_prob(model, windows, labels, device)
+    with torch.no_grad():
+        for k, b in model.named_buffers():
+            b.copy_(saved[k])
     objf = stats.objf / stats.frames
     return objf if math.isfinite(objf) else -math.inf
 
 
-def combine(models, windows, labels, max_objective_evaluations=30, device="cpu"):
-    """models: newest first. Returns (combined model, n used, initial objf, final objf)."""
-    first = _score(copy.deepcopy(models[0]), windows, labels, device)
-    logger.info(f"Combining nnets, objective function using the last model is {first:.6g}")
-    best_n, best_objf, best_model = 1, first, models[0]
-    running = copy.deepcopy(models[0])
-    step = math.ceil(len(models) / max_objective_evaluations)
-    for n in range(2, len(models) + 1):
-        average.average_into(running, [running, models[n - 1]], [(n - 1) / n, 1 / n])
-        if n % step == 0 or n == len(models):
-            candidate = copy.deepcopy(running)
-            objf = _score(candidate, windows, labels, device)
+def _first(source):
+    return copy.deepcopy(source) if isinstance(source, torch.nn.Module) else model_io.load(source)
+
+
+def _structure(source):
+    if isinstance(source, torch.nn.Module):
+        return average.structure_of(source.config, source.state_dict().keys())
+    blob = model_io.read(source, mmap=True)
+    return average.structure_of(blob["config"], blob["state"].keys())
+
+
+def _check(source, name, first_name, ref):
+    """The streaming form of average.check_same_structure and check_finite for one source."""
+    if _structure(source) != ref:
+        raise NnetError(f"{name}: model structure differs from {first_name}; cannot combine them")
+    bad = [k for k, t in average.state_of(source).items() if t.is_floating_point() and not bool(t.isfinite().all())]
+    if bad:
+        raise NnetError(average.non_finite_message(name, bad))
+
+
+def _running(sources, n):
+    """Yield (k, running average of the newest k sources) for k = 1..n, one source loaded at a time."""
+    running = _first(sources[0])
+    yield 1, running
+    for k in range(2, n + 1):
+        average.average_into(running, [running, average.state_of(sources[k - 1])], [(k - 1) / k, 1 / k])
+        yield k, running
+
+
+def combine(sources, windows, labels, max_objective_evaluations=30, device="cpu"):
+    """sources: models or model files, newest first. Returns (combined model, n used, initial objf,
+    final objf). Every source is checked (same structure as the first, finite) before any scoring."""
+    names = [str(s) if not isinstance(s, torch.nn.Module) else f"model {i + 1}" for i, s in enumerate(sources)]
+    step = math.ceil(len(sources) / max_objective_evaluations)
+    best_n = 1
+    for n, running in _running(sources, len(sources)):
+        if n == 1:
+            ref = _structure(sources[0])
+            for k in range(len(sources)):   # refuse a bad model before any scoring
+                _check(sources[k], names[k], names[0], ref)
+            first = best_objf = _score(running, windows, labels, device)
+            logger.info(f"Combining nnets, objective function using the last model is {first:.6g}")
+            continue
+        if n % step == 0 or n == len(sources):
+            objf = _score(running, windows, labels, device)
             logger.info(f"Combining last {n} models, objective function is {objf:.6g}")
             if objf > best_objf:
-                best_n, best_objf, best_model = n, objf, candidate
+                best_n, best_objf = n, objf
     logger.info(f"Combining {best_n} nnets, objective function changed from {first:.6g} to {best_objf:.6g}")
-    if best_model is models[0]:
-        best_model = copy.deepcopy(models[0])
-        diagnostics.recompute_batchnorm_stats(best_model, windows, device)
-    return best_model, best_n, first, best_objf
+    if best_n != len(sources):
+        for _, running in _running(sources, best_n):
+            pass
+    diagnostics.recompute_batchnorm_stats(running, windows, device)
+    return running, best_n, first, best_objf

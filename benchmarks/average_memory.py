@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""P5: nnet-average-models' peak memory and time for N = 1 and N = 16 models (goal: at most two
+models' bytes above the runtime's, whatever N).
+
+Each call runs the program in a child process and reads that child's own peak RSS (ru_maxrss from
+wait4). "runtime" is the peak RSS of a child that imports the program and loads nothing; the
+figure to judge is (peak - runtime) / model bytes, the number of models held at the peak.
+
+    python3 benchmarks/average_memory.py [--hidden 2048] [--layers 5] [--classes 3000] [--n 1,16]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from common import mlp_config
+from nnet_tools.model import model_io
+from nnet_tools.model.nnet import Nnet
+
+PROGRAM = "from nnet_tools.cli.average_models import main; main()"
+
+
+def child(argv):
+    """(peak RSS in bytes, wall seconds) of one child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if status:
+        raise SystemExit(f"{argv} failed: {proc.stderr.read().decode()[-2000:]}")
+    proc.stderr.close()
+    return usage.ru_maxrss * 1024, seconds
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--layers", type=int, default=5)
+    p.add_argument("--classes", type=int, default=3000)
+    p.add_argument("--n", default="1,16", help="numbers of models to average")
+    args = p.parse_args()
+    counts = [int(n) for n in args.n.split(",")]
+    torch.manual_seed(0)
+    model = Nnet(mlp_config(args.hidden, args.layers, classes=args.classes))
+    params = sum(t.numel() for t in model.state_dict().values())
+    model_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
+        paths = []
+        for i in range(max(counts)):
+            with torch.no_grad():
+                for t in model.parameters():
+                    t.add_(0.01)
+            paths.append(f"{d}/{i}.mdl")
+            model_io.save(model, paths[-1])
+        del model
+        runtime, _ = child(["-c", "import nnet_tools.cli.average_models, torch"])
+        print(f"model: 440-{args.hidden}x{args.layers}-{args.classes}, {params / 1e6:.1f}M parameters, "
+              f"{model_bytes / 1e6:.0f} MB; runtime (program imported, nothing loaded): {runtime / 1e6:.0f} MB")
+        for n in counts:
+            peak, seconds = child(["-c", PROGRAM, *paths[:n], f"{d}/out.mdl"])
+            held = (peak - runtime) / model_bytes
+            print(f"P5 nnet-average-models N={n:3d}: peak RSS {peak / 1e6:6.0f} MB = runtime + {held:.2f} models, "
+                  f"{seconds:6.1f} s{'   (goal <= 2 models)' if n == max(counts) else ''}")
+
+
+if __name__ == "__main__":
+    main()
