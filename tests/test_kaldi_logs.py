@@ -39,19 +39,21 @@ def test_stats_are_sums_of_value_derivative_and_squared_output_derivative():
         assert float(part.count) == 0 and float(part.value_sum.abs().sum()) == 0
         part.store_stats = True
         ys, grads = [], []
-        for rows in (7, 3):
+        for rows in (7, 3, 5, 2):
             y = part(torch.randn(rows, 5, requires_grad=True))
             y.register_hook(lambda g: grads.append(g.clone()))
             (y * torch.randn(rows, 5)).sum().backward()
-            ys.append(y.detach())
-        expected = torch.cat(ys).double()
-        assert float(part.count) == 10 and float(part.oderiv_count) == 10
-        assert torch.allclose(part.value_sum, expected.sum(0))
-        assert torch.allclose(part.deriv_sum, derivative(expected).sum(0))
-        assert torch.allclose(part.oderiv_sumsq, torch.cat(grads).double().pow(2).sum(0))
+            ys.append(y.detach().double())
+        # Sampled as Kaldi samples: value and derivative on passes 1 and 3 (every other one), the
+        # output derivative on passes 1-3 (3 in 4).
+        stored = torch.cat([ys[0], ys[2]])
+        assert float(part.count) == 12 and float(part.oderiv_count) == 15
+        assert torch.allclose(part.value_sum, stored.sum(0))
+        assert torch.allclose(part.deriv_sum, derivative(stored).sum(0))
+        assert torch.allclose(part.oderiv_sumsq, torch.cat(grads[:3]).double().pow(2).sum(0))
         with torch.no_grad():  # evaluation stores nothing
             part(torch.randn(4, 5))
-        assert float(part.count) == 10
+        assert float(part.count) == 12
         part.zero_stats()
         assert float(part.count) == 0 and float(part.oderiv_sumsq.abs().sum()) == 0
 
@@ -63,14 +65,15 @@ def test_a_training_job_zeroes_then_accumulates_over_its_frames(tmp_path):
     relu.count.fill_(1e6)  # stale stats from before: zeroed at the job's start
     opts = job.TrainOptions(learning_rate=0.001, minibatch_size="64")
     _, frames = job.train_one_job(model, egs.EgsArchive(str(tmp_path / "egs" / "egs.1.ark")), opts)
-    assert float(relu.count) == float(relu.oderiv_count) == frames == 192  # 3 minibatches of 64
+    assert frames == 192  # 3 minibatches of 64: the 1st and 3rd sampled for values, all 3 for oderiv
+    assert float(relu.count) == 128 and float(relu.oderiv_count) == 192
     value, deriv, oderiv = relu.averages()
     assert (value >= 0).all() and ((deriv >= 0) & (deriv <= 1)).all() and (oderiv > 0).all()
     assert not relu.store_stats  # only while the job trains
     # saved with the model, and read back
     model_io.save(model, tmp_path / "1.mdl")
     (_, back), = model_io.load(tmp_path / "1.mdl").nonlinearities()
-    assert torch.equal(back.value_sum, relu.value_sum) and float(back.count) == 192
+    assert torch.equal(back.value_sum, relu.value_sum) and float(back.count) == 128
     model = make(SMALL_CONFIG)
     job.train_one_job(model, egs.EgsArchive(str(tmp_path / "egs" / "egs.1.ark")),
                       job.TrainOptions(learning_rate=0.001, minibatch_size="64", store_component_stats=False))
