@@ -1,7 +1,10 @@
 """Kaldi-shaped log lines on stderr.
 
 Every program logs ``LOG (<program>[<version>]:<function>():<file>:<line>) <message>`` exactly as
-Kaldi's binaries do, so the report and selection parsers written for Kaldi logs work unchanged.
+Kaldi's binaries do. The few lines Kaldi's report scripts (log_parse.py, nnet3_dir_info.pl) match
+with patterns that name the Kaldi binary and source file that prints them are logged with that
+origin instead (``extra=kaldi_origin(...)``), e.g. ``LOG (nnet3-compute-prob[0.1.0]:PrintTotalStats():
+nnet-diagnostics.cc:162) Overall log-likelihood ...``: the version in brackets stays ours.
 """
 import logging
 import os
@@ -14,6 +17,12 @@ _LEVELS = {logging.DEBUG: "VLOG[1]", logging.INFO: "LOG", logging.WARNING: "WARN
            logging.ERROR: "ERROR", logging.CRITICAL: "ERROR"}
 
 
+def kaldi_origin(program, function, source, line):
+    """``extra=`` for a log call: print the header of the Kaldi binary and source line that prints
+    this message in Kaldi, where Kaldi's scripts parse the header too."""
+    return {"kaldi_origin": f"{program}[{__version__}]:{function}():{source}:{line}"}
+
+
 class KaldiFormatter(logging.Formatter):
     def __init__(self, program):
         super().__init__()
@@ -21,7 +30,7 @@ class KaldiFormatter(logging.Formatter):
 
     def format(self, record):
         level = _LEVELS.get(record.levelno, "LOG")
-        where = f"{self.program}[{__version__}]:{record.funcName}():{os.path.basename(record.pathname)}:{record.lineno}"
+        where = getattr(record, "kaldi_origin", None) or f"{self.program}[{__version__}]:{record.funcName}():{os.path.basename(record.pathname)}:{record.lineno}"
         return f"{level} ({where}) {record.getMessage()}"
 
 

@@ -8,8 +8,8 @@ from conftest import REPO, SMALL_CONFIG, run, write_egs_dir
 
 DRIVER = REPO / "steps" / "train_dnn.py"
 ACCURACY_REPORT_HEADER = "%Iter\tduration\ttrain_objective\tvalid_objective\tdifference"  # Kaldi's
-KALDI_PROB = re.compile(r"^LOG \(nnet-compute-prob\[[^]]+\]:\w+\(\):\w+\.py:\d+\) Overall (log-likelihood|accuracy) "
-                        r"for 'output' is -?[0-9.e-]+ per frame, over \d+ frames\.$", re.M)
+KALDI_PROB = re.compile(r"^LOG \(nnet3-compute-prob\[[^]]+\]:PrintTotalStats\(\):nnet-diagnostics\.cc:\d+\) "
+                        r"Overall (log-likelihood|accuracy) for 'output' is -?[0-9.e-]+ per frame, over \d+ frames\.$", re.M)
 
 
 def train(tmp_path, config, *extra):

@@ -24,6 +24,10 @@ from nnet_tools.cli.common import program
               help="Multiplies each layer's l2-regularize (the driver passes 1/num-jobs).")
 @click.option("--backstitch-training-scale", type=float, default=0.0, help="Backstitch alpha; 0 = off. Needs --momentum 0.")
 @click.option("--backstitch-training-interval", type=int, default=1, help="Backstitch every n-th minibatch.")
+@click.option("--zero-component-stats", type=bool, default=True,
+              help="Zero the nonlinearities' activation and derivative statistics before training.")
+@click.option("--store-component-stats", type=bool, default=True,
+              help="Accumulate those statistics over this job's frames (nnet-info prints them).")
 @click.option("--scale", type=float, default=1.0,
               help="Scale every parameter before training (nnet3-copy --scale; the proportional-shrink value).")
 @click.option("--edits", default="",

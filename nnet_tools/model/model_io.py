@@ -12,6 +12,7 @@ from nnet_tools.model import config as config_mod
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path
 from nnet_tools.model.nnet import Nnet
+from nnet_tools.model.nonlinearity import is_stat
 
 FORMAT = "nnet-tools-model"
 VERSION = 1
@@ -66,10 +67,12 @@ def load(path, with_priors=False):
     cfg = config_mod.normalize(_to_yaml_types(blob["config"]), f"{path}: config")
     model = Nnet(cfg)
     scale_key = f"layers.{len(model.layers) - 1}.presoftmax_scale"
+    # Files written before the nonlinearity statistics existed lack them: they load as zero.
+    state = {**{k: v for k, v in model.state_dict().items() if is_stat(k)}, **blob["state"]}
     try:
-        if scale_key in blob["state"]:  # optional: files written before it existed lack it
-            model.set_presoftmax_scale(blob["state"][scale_key])
-        model.load_state_dict(blob["state"])
+        if scale_key in state:  # optional: files written before it existed lack it
+            model.set_presoftmax_scale(state[scale_key])
+        model.load_state_dict(state)
     except (RuntimeError, NnetError) as e:
         raise NnetError(f"{path}: parameters do not match its config: {str(e).splitlines()[0]}") from None
     return (model, blob.get("priors")) if with_priors else model

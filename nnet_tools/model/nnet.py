@@ -15,6 +15,7 @@ from torch.nn import functional as F
 
 from nnet_tools.model import config as config_mod
 from nnet_tools.errors import NnetError
+from nnet_tools.model.nonlinearity import Nonlinearity
 
 
 class Affine(nn.Module):
@@ -77,12 +78,8 @@ class BatchNorm(nn.BatchNorm1d):
 
 
 def _part(name, dim, spec):
-    if name == "relu":
-        return nn.ReLU()
-    if name == "tanh":
-        return nn.Tanh()
-    if name == "sigmoid":
-        return nn.Sigmoid()
+    if name in ("relu", "tanh", "sigmoid"):
+        return Nonlinearity(name, dim)
     if name == "batchnorm":
         return BatchNorm(dim)
     if name == "dropout":
@@ -184,6 +181,22 @@ class Nnet(nn.Module):
         its components (``tdnn2.dropout``), which is what set-dropout-proportion patterns match."""
         return [(f"{layer.name}.dropout", i, part) for i, layer in enumerate(self.layers)
                 for part in layer.post if isinstance(part, nn.Dropout)]
+
+    def nonlinearities(self):
+        """(component name, Nonlinearity) of every nonlinearity, named as xconfig names them
+        (``tdnn1.relu``)."""
+        return [(f"{layer.name}.{part.kind}", part) for layer in self.layers
+                for part in layer.post if isinstance(part, Nonlinearity)]
+
+    def zero_component_stats(self):
+        """Kaldi's ZeroComponentStats (each training job starts with it)."""
+        for _, part in self.nonlinearities():
+            part.zero_stats()
+
+    def store_component_stats(self, store):
+        """Whether training forward/backward passes accumulate the nonlinearities' statistics."""
+        for _, part in self.nonlinearities():
+            part.store_stats = store
 
     def set_presoftmax_scale(self, scale):
         """Fix the output layer's per-class pre-softmax scale (a [num_classes] vector)."""

@@ -33,6 +33,7 @@ from nnet_tools.errors import NnetError
 from nnet_tools.fileio import write_text
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
+from nnet_tools.model.nonlinearity import is_stat
 
 FORMAT = "nnet-tools-partition"
 
@@ -214,6 +215,8 @@ def merge(models, part, output_scale=None, noise_fraction=0.02, generator=None):
         for name, tensor in layer.state_dict().items():
             if not tensor.is_floating_point():  # batch counters: not per unit
                 tensor.copy_(subs[0][name])
+                continue
+            if is_stat(name):  # the merged model has not run as a whole yet: no statistics
                 continue
             tensor.zero_()
             for j, sub in enumerate(subs):

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nnet_tools.log import logger
+from nnet_tools.log import kaldi_origin, logger
 
 EVAL_BATCH = 4096
 
@@ -22,10 +22,14 @@ class Stats:
         self.frames += len(labels)
 
     def log(self):
+        """Kaldi's NnetComputeProb::PrintTotalStats lines, with its header: log_parse.py's
+        parse_prob_logs matches the program, function and source file too."""
         logger.info(f"Overall log-likelihood for 'output' is {self.objf / self.frames:.6g} per frame, "
-                    f"over {self.frames} frames.")
+                    f"over {self.frames} frames.",
+                    extra=kaldi_origin("nnet3-compute-prob", "PrintTotalStats", "nnet-diagnostics.cc", 162))
         logger.info(f"Overall accuracy for 'output' is {self.correct / self.frames:.6g} per frame, "
-                    f"over {self.frames} frames.")
+                    f"over {self.frames} frames.",
+                    extra=kaldi_origin("nnet3-compute-prob", "PrintTotalStats", "nnet-diagnostics.cc", 180))
 
 
 @torch.no_grad()

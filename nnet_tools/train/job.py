@@ -32,6 +32,8 @@ class TrainOptions:
     l2_regularize_factor: float = 1.0        # x each layer's l2-regularize; the driver passes 1/num_jobs
     backstitch_training_scale: float = 0.0   # alpha; 0 = conventional SGD
     backstitch_training_interval: int = 1    # backstitch every n-th minibatch
+    zero_component_stats: bool = True        # start the nonlinearities' statistics from zero
+    store_component_stats: bool = True       # accumulate them over this job's frames
 
     def check(self):
         if not self.l2_regularize_factor >= 0:
@@ -150,6 +152,17 @@ def train_one_job(model, archive, opts, device="cpu"):
     torch.manual_seed(opts.srand)
     model.to(device).train()
     model.reset_natural_gradient()
+    if opts.zero_component_stats:
+        model.zero_component_stats()
+    model.store_component_stats(opts.store_component_stats)
+    try:
+        return _train(model, archive, opts, device)
+    finally:
+        model.store_component_stats(False)
+
+
+def _train(model, archive, opts, device):
+    left, right = model.left_context, model.right_context
     components = [(a, [a.weight, a.bias]) for _, a in model.updatable()]
     names = [name for name, _ in model.updatable()]
     l2_terms = _l2_terms(components, opts)

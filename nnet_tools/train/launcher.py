@@ -97,15 +97,31 @@ class InProcessLauncher(Launcher):
             print(f"{self.name}: WARNING: background job failed: {' '.join(map(str, command))}", file=sys.stderr)
 
     def _task(self, log, command, job):
+        """One task: its programs, ``&&``-chained as a shell would run them, into one log."""
         def subst(text):
             return str(text) if job is None else str(text).replace("JOB", str(job))
         argv = [subst(c) for c in command]
-        if argv[0] not in self.programs:
-            raise NnetError(f"in-process launcher: {argv[0]} is not an nnet-tools program")
-        module, _, attr = self.programs[argv[0]].partition(":")
-        main = getattr(importlib.import_module(module), attr)
+        chain = [[]]
+        for a in argv:
+            if a == "&&":
+                chain.append([])
+            else:
+                chain[-1].append(a)
+        for program in chain:
+            if not program or program[0] not in self.programs:
+                raise NnetError(f"in-process launcher: {program[0] if program else '(nothing)'} is not an nnet-tools program")
         path = os.path.join(self.log_dir, subst(log))
         started = tasklog.write_header(path, " ".join(shlex.quote(a) for a in argv))
+        code = 0
+        for program in chain:
+            if code == 0:
+                code = self._program(path, program)
+        tasklog.write_footer(path, started, code)
+        return code
+
+    def _program(self, path, argv):
+        module, _, attr = self.programs[argv[0]].partition(":")
+        main = getattr(importlib.import_module(module), attr)
         handlers, level = logger.handlers[:], logger.level  # the program points the logger at its log
         with open(path, "a") as f, contextlib.redirect_stderr(f), contextlib.redirect_stdout(f):
             saved, sys.argv = sys.argv, argv
@@ -120,6 +136,5 @@ class InProcessLauncher(Launcher):
             finally:
                 sys.argv = saved
                 logger.handlers[:], logger.level = handlers, level
-        tasklog.write_footer(path, started, code)
         return code
 

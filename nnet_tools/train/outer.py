@@ -229,12 +229,14 @@ class OuterLoop:
             raise NnetError(f"cannot resume at iteration {it}: {self.path(f'{it}.outer')} does not exist")
 
     def diagnostics(self, model, tag, previous=None):
-        """compute_prob_{valid,train}.<tag>.log, and progress.<tag>.log against the previous model."""
+        """compute_prob_{valid,train}.<tag>.log, and progress.<tag>.log: the model's nnet-info (its
+        nonlinearity statistics) and its change from the previous model, as Kaldi's driver runs
+        ``nnet3-info MODEL && nnet3-show-progress PREV MODEL`` there."""
         for subset in ("valid", "train"):
             self.launcher.start(f"compute_prob_{subset}.{tag}.log",
                                 ["nnet-compute-prob", model, os.path.join(self.egs_dir, f"{subset}_diagnostic.egs")])
         if previous:
-            self.launcher.start(f"progress.{tag}.log", ["nnet-show-progress", previous, model])
+            self.launcher.start(f"progress.{tag}.log", ["nnet-info", model, "&&", "nnet-show-progress", previous, model])
 
     def iteration(self, it, jobs, lrate, processed):
         outputs = [self.path(f"{it + 1}.{j}.mdl") for j in range(1, jobs + 1)]
