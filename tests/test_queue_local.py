@@ -210,7 +210,7 @@ def test_config_maps_options_to_engine_flags(tmp_path):
         config.load("slurm", str(tmp_path / "kaldi.conf"))
 
 
-def test_config_files_kaldi_reads(tmp_path, monkeypatch):
+def test_config_files_kaldi_reads(tmp_path, monkeypatch, caplog):
     """Without --config: conf/slurm.conf (slurm.pl's) / conf/queue.conf (queue.pl's), section-less;
     else our combined conf/nnet-queue.conf; else built in."""
     monkeypatch.chdir(tmp_path)
@@ -239,3 +239,10 @@ def test_config_files_kaldi_reads(tmp_path, monkeypatch):
     (tmp_path / "conf" / "queue.conf").write_text("command qsub\noption qos=* -l qos=high\n")
     with pytest.raises(NnetError, match="line 2: 'option qos=\\*' needs \\$0"):
         config.load("sge")
+    # Our old combined conf/queue.conf (with a [slurm] section): slurm no longer reads it, and says so.
+    for name in ("slurm.conf", "nnet-queue.conf"):
+        (tmp_path / "conf" / name).unlink()
+    (tmp_path / "conf" / "queue.conf").write_text("[slurm]\ncommand sbatch\n[sge]\ncommand qsub\n")
+    with caplog.at_level("WARNING", logger="nnet_tools"):
+        assert config.load("slurm").source == "built-in queue config"
+    assert "conf/queue.conf has a [slurm] section, which nnet-queue slurm no longer reads" in caplog.text
