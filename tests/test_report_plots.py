@@ -56,8 +56,11 @@ def write_exp(d, iters, jobs, seed, oderiv=True):
                 truth[kind][layer, it] = value
             body = " ".join(f"{layer}:{value}" for layer, value in diffs.items())
             lines.append(f"LOG (nnet3-show-progress[5.5]:main():nnet3-show-progress.cc:144) {phrase} per layer are [ {body} ]")
-        lines.append("num-parameters: 12345")
+        lines += ["num-parameters: 12345", "output-node name=output input=output.log-softmax dim=4 objective=linear"]
         for name, kind in COMPONENTS.items():
+            # nnet3-info prints every component; only nonlinearities carry the statistics.
+            lines.append(f"component name={name}.affine type=NaturalGradientAffineComponent, input-dim=6, "
+                         "output-dim=16, linear-params-rms=0.1")
             stats = {key: np.sort(rng.uniform(0, 1, 13)) for key in ("value-avg", "deriv-avg", "oderiv-rms")}
             for key, values in stats.items():
                 truth["nonlin"][name, key, it] = (float(f"{np.mean(values):.6g}"), float(f"{values[3]:.6g}"),

@@ -43,7 +43,8 @@ DIFF_RE = re.compile(r"^LOG .*?\b(Parameter differences|Relative parameter diffe
 # nnet3-info's component line and its per-dimension summaries, e.g.
 #   component name=tdnn1.relu type=RectifiedLinearComponent, dim=512, ..., value-avg=[percentiles(0,1,2,5
 #   10,20,50,80,90 95,98,99,100)=(0.01,...,1.3), mean=0.41, stddev=0.22], deriv-avg=[...], oderiv-rms=[...]
-COMPONENT_RE = re.compile(r"^(?:.*?\s)?component name=(\S+) type=(\w+)Component,(.*)$", re.M)
+# (a line may carry a prefix, as grep's "file:"; never one spanning lines)
+COMPONENT_RE = re.compile(r"^(?:[^\n]*?[ \t:])??component name=(\S+) type=(\w+)Component,(.*)$", re.M)
 SUMMARY_RE = re.compile(r"\b(value-avg|deriv-avg|oderiv-rms)=\[percentiles\(([^)]*)\)=\(([^)]*)\), "
                         r"mean=(\S+), stddev=([^\]\s]+)\]")
 LRATE_RE = re.compile(r"--learning-rate[= ](\S+)")

@@ -64,7 +64,7 @@ class _Plotter:
         handles += [Patch(color="grey", alpha=0.3, label=what) if style == "band" else
                     Line2D([], [], color="black", linestyle=style, label=what) for style, what in styles]
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                            ncol=2 if len(handles) > 3 else 1, fontsize="small")
+                   ncol=2 if len(handles) > 3 else 1, fontsize="small")
         self.drawn[name] = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
                             for ax in fig.axes for line in ax.get_lines()}
         with atomic_path(os.path.join(self.out_dir, name)) as tmp:
