@@ -44,7 +44,10 @@ def test_layout_and_job_ramp(trained):
         assert (exp / name).exists(), name
     assert not list(exp.glob("*.*.mdl"))  # per-job models are deleted after averaging
     assert re.findall(r"Iter: (\d+)/3   Jobs: (\d)", first.stdout) == [("0", "2"), ("1", "2"), ("2", "3"), ("3", "3")]
-    assert f"{exp}: num-iters=4 nj=2..3 loglike:train/valid[2,4,final]=(" in first.stdout
+    # nnet3_dir_info.pl: the last trained iteration (3), two thirds of it (int(3 * 0.666) = 1), final.
+    assert re.search(rf"^{exp}: num-iters=4 nj=2..3 num-params=0.0M dim=6->4 combine=\S+ \(over \d\) "
+                     rf"loglike:train/valid\[1,3,final\]=\(\S+\) accuracy:train/valid\[1,3,final\]=\(\S+\)$",
+                     first.stdout, re.M)
 
 
 def test_log_wording(trained):
@@ -62,7 +65,62 @@ def test_log_wording(trained):
     assert "Combining" in (exp / "combine.log").read_text()
     report = (trained[0] / "exp" / "accuracy.report").read_text().splitlines()
     assert report[0] == ACCURACY_REPORT_HEADER
-    assert float(report[-2].split("\t")[3]) > 0.9  # final valid accuracy
+    # Kaldi's rows: the trained iterations 0-3 (none for 4 or final), durations as floats.
+    assert [row.split("\t")[0] for row in report[1:-1]] == ["0", "1", "2", "3"]
+    assert all(re.fullmatch(r"\d+\.0", row.split("\t")[1]) for row in report[1:-1])
+    assert float(report[-2].split("\t")[3]) > 0.9  # last valid accuracy
+    assert re.fullmatch(r"Total training time is 0:0\d:\d\d", report[-1])
+
+
+# The patterns Kaldi's report scripts apply, restated (Kaldi is not a dependency). Each script
+# greps log files, which prefixes every line with its path and ':'.
+# log_parse.py parse_prob_logs:
+KALDI_PARSE_PROB = (r".*compute_prob_.*\.([0-9]+).log:LOG .nnet3.*compute-prob.*:PrintTotalStats..:"
+                    r"nnet.*diagnostics.cc:[0-9]+. Overall ([a-zA-Z\-]+) for 'output'.*is ([0-9.\-e]+) .*per frame")
+# log_parse.py parse_progress_logs_for_nonlinearity_stats (g_normal_nonlin_regex_pattern_with_oderiv):
+_STAT = r"=\[.*=\((.+)\), mean=([0-9\.\-e]+), stddev=([0-9\.e\-]+)\]"
+KALDI_NONLIN = (r".*progress.([0-9]+).log:component name=(.+) type=(.*)Component,.*value-avg" + _STAT
+                + r".*deriv-avg" + _STAT + r".*oderiv-rms" + _STAT)
+# log_parse.py parse_progress_logs_for_param_diff:
+KALDI_PARAM_DIFF = r".*progress\.([0-9]+)\.log:LOG.*{0}.*\[(.*)\]"
+# nnet3_dir_info.pl get_progress_info:
+KALDI_INFO = {"num-parameters": r"^num-parameters: (\S+)", "output-dim": r"^output-node.* name=output .*dim=(\S+)",
+              "input-dim": r"^input-node.* name=input .*dim=(\S+)"}
+
+
+def grepped(paths, word):
+    """`grep -e word paths...`: matching lines prefixed with their file's path."""
+    return [f"{p}:{line}" for p in paths for line in p.read_text().splitlines() if word in line]
+
+
+def test_kaldi_report_scripts_read_the_logs(trained):
+    log = trained[0] / "exp" / "log"
+    for key in ("accuracy", "log-likelihood"):
+        for subset in ("train", "valid"):
+            found = {}
+            for line in grepped(sorted(log.glob(f"compute_prob_{subset}.*.log")), key):
+                m = re.search(KALDI_PARSE_PROB, line)
+                if m and m.group(2) == key:
+                    found[int(m.group(1))] = float(m.group(3))
+            assert sorted(found) == [0, 1, 2, 3, 4], (key, subset)
+    progress = sorted(log.glob("progress.*.log"))
+    stats = [re.search(KALDI_NONLIN, line).groups() for line in grepped(progress, "oderiv")]
+    assert [(g[0], g[1], g[2]) for g in stats] == [(str(i), "hidden.relu", "RectifiedLinear") for i in (1, 2, 3, 4)]
+    for g in stats:
+        for percentiles in (g[3], g[6], g[9]):
+            assert len(re.split(",| ", percentiles)) == 13  # log_parse asserts this
+        value_mean, deriv_mean = float(g[4]), float(g[7])
+        assert value_mean > 0 and 0 < deriv_mean < 1  # relu: outputs >= 0, derivative a 0/1 average
+    for pattern in ("Relative parameter differences", "Parameter differences"):
+        diffs = {}
+        for line in grepped(progress, pattern):
+            m = re.search(KALDI_PARAM_DIFF.format(pattern), line)
+            diffs[int(m.group(1))] = dict(part.split(":") for part in m.group(2).split())
+        assert sorted(diffs) == [1, 2, 3, 4] and all(set(d) == {"hidden.affine", "output.affine"} for d in diffs.values())
+    text = (log / "progress.3.log").read_text()
+    found = {name: re.findall(pattern, text, re.M) for name, pattern in KALDI_INFO.items()}
+    # 6*3*16 + 16 weights and biases of the hidden layer, 16*4 + 4 of the output layer
+    assert found == {"num-parameters": ["372"], "output-dim": ["4"], "input-dim": ["6"]}
 
 
 def test_resume_reproduces_schedule_and_model(trained):

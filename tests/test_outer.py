@@ -215,6 +215,13 @@ def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
     assert log.rstrip().splitlines()[-1].startswith("# Ended (code 0)")
     assert (tmp_path / "1.1.mdl").exists() and (tmp_path / "1.2.mdl").exists()
     assert "training on" in log and egs.job_archive(str(tmp_path / "egs"), 2, 0)[0] in log
+    # A progress log as the driver starts it: two programs chained with && into one log.
+    launcher.start("progress.1.log", ["nnet-info", tmp_path / "1.1.mdl", "&&", "nnet-show-progress",
+                                      tmp_path / "0.mdl", tmp_path / "1.1.mdl"])
+    progress = (tmp_path / "log" / "progress.1.log").read_text()
+    assert "type=RectifiedLinearComponent, dim=16, count=" in progress
+    assert "Relative parameter differences per layer are [ hidden.affine:" in progress
+    assert progress.rstrip().splitlines()[-1].startswith("# Ended (code 0)")
     with pytest.raises(LaunchFailed, match=r"failed: .*/bad\.log"):
         launcher.run("bad.log", ["nnet-average-models", tmp_path / "missing.mdl", tmp_path / "x.mdl"])
     assert "# Ended (code 1)" in (tmp_path / "log" / "bad.log").read_text()
