@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import error_line, run
+from nnet_tools.errors import NnetError
 from nnet_tools.report import logparse
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -156,4 +157,7 @@ def test_without_matplotlib_one_line(two_exps, tmp_path):
 
 def test_not_an_exp_dir(tmp_path):
     (tmp_path / "empty").mkdir()
-    assert "no compute_prob or train logs" in error_line(run("nnet-report", "--plots", tmp_path / "p", tmp_path / "empty"))
+    assert f"{tmp_path / 'empty'}" in error_line(run("nnet-report", "--plots", tmp_path / "p", tmp_path / "empty"))
+    with pytest.raises(NnetError, match="no compute_prob or train logs under"):
+        plots.write_plots(str(tmp_path / "p"), [str(tmp_path / "empty")])
+    assert not (tmp_path / "p").exists()
