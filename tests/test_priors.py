@@ -80,13 +80,26 @@ def _first_object(ark):
 @pytest.mark.parametrize("ark", [SET_A / "conf.ark", SET_B / "double_vector.ark", SET_B / "double_vector.text.ark"],
                          ids=["kaldi-float-binary", "kaldi-double-binary", "kaldi-double-text"])
 def test_kaldi_written_vectors_read_as_priors(ark, tmp_path):
+    """Each form Kaldi writes reads as a vector, as priors, and in every program that takes one."""
     if not ark.exists():
         pytest.skip("shared Kaldi test arks not present")
-    key, want = next(tables.read_vectors(f"ark:{ark}"))
+    _, want = next(tables.read_vectors(f"ark:{ark}"))
     path = tmp_path / "kaldi.vec"
     path.write_bytes(_first_object(ark))
     np.testing.assert_allclose(tables.read_vector(str(path)), want, rtol=1e-7)
     np.testing.assert_allclose(priors.read(str(path)), np.maximum(want / want.sum(), 1e-15), rtol=1e-6)
+    # ... and so do the programs: --presoftmax-prior-scale (nnet-init) and --priors (nnet-compute).
+    (tmp_path / "m.yaml").write_text(f"input-dim: 3\nlayers:\n - {{dim: 8}}\n - {{type: output, dim: {len(want)}}}\n")
+    run("nnet-init", "--presoftmax-prior-scale", path, tmp_path / "m.yaml", tmp_path / "0.mdl", check=True)
+    net = model_io.load(tmp_path / "0.mdl")
+    np.testing.assert_allclose(net.layers[-1].presoftmax_scale.numpy(), want, rtol=1e-6)
+    with tables.MatrixWriter(f"ark:{tmp_path}/feats.ark") as w:
+        w.write("u1", np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32))
+    run("nnet-compute", "--priors", path, tmp_path / "0.mdl", f"ark:{tmp_path}/feats.ark", f"ark:{tmp_path}/out.ark",
+        check=True)
+    post = report_compute.log_posteriors(net, next(tables.read_matrices(f"ark:{tmp_path}/feats.ark"))[1])
+    np.testing.assert_allclose(dict(tables.read_matrices(f"ark:{tmp_path}/out.ark"))["u1"],
+                               post - np.log(want / want.sum()), atol=1e-5)
 
 
 @pytest.fixture
@@ -150,3 +163,4 @@ def test_compute_divides_by_the_models_priors(model, tmp_path):
     tables.write_vector(tmp_path / "q.vec", [1, 1, 1, 1, 4], binary=False)
     np.testing.assert_allclose(priors.log_priors_for_decoding(stored, str(tmp_path / "q.vec"), dim=5).numpy(),
                                np.log([0.125, 0.125, 0.125, 0.125, 0.5]), rtol=1e-6)
+

@@ -11,6 +11,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -460,6 +461,38 @@ def test_digits_recipe_trains_through_the_engine(engine, tmp_path):
     iterations = sorted(int(p.name.split(".")[1]) for p in (log / "q").glob("train.*.sh"))
     assert iterations == list(range(len(re.findall(r"^Iter: ", r.stdout, re.M))))
     assert f"task=${{{BACKENDS[engine].task_variable}}}" in (log / "q/train.0.sh").read_text()
+
+
+KALDI_LAUNCHERS = {"slurm": "slurm.pl", "sge": "queue.pl"}
+
+
+def test_kaldis_own_launcher_finds_the_programs_through_path_sh(engine, tmp_path):
+    """$train_cmd = Kaldi's slurm.pl / queue.pl (from $KALDI_ROOT): their jobs get only PATH and
+    source ./path.sh, which must put the nnet-* programs on it (without it: command not found)."""
+    kaldi = os.environ.get("KALDI_ROOT", "")
+    launcher = os.path.join(kaldi, "egs/wsj/s5/utils/parallel", KALDI_LAUNCHERS[engine])
+    if not kaldi or not os.path.exists(launcher):
+        pytest.skip("set KALDI_ROOT to a Kaldi checkout to run Kaldi's own launchers")
+    recipe = copy_recipe(tmp_path / "digits")
+    # A PATH with the interpreter but not its scripts dir, as on a node whose login PATH lacks them.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (tmp_path / "bin/python3").chmod(stat.S_IRWXU)
+    env = dict(os.environ, PATH=f"{tmp_path}/bin:{os.path.dirname(shutil.which('qsub' if engine == 'sge' else 'sbatch'))}"
+               ":/usr/bin:/bin")
+    env.pop("PYTHONPATH", None)            # path.sh supplies the recipe's own toolkit too
+
+    def launch():
+        return subprocess.run([launcher, "JOB=1:2", "exp/log/init.JOB.log", "nnet-init", "--srand=JOB",
+                               "conf/model.yaml", "exp/JOB.mdl"], cwd=recipe, env=env, capture_output=True,
+                              text=True, timeout=300)
+    r = launch()
+    assert r.returncode == 0, r.stderr + (recipe / "exp/log/init.1.log").read_text()
+    assert (recipe / "exp/1.mdl").exists() and (recipe / "exp/2.mdl").exists()
+    assert "wrote exp/1.mdl" in (recipe / "exp/log/init.1.log").read_text()
+    (recipe / "path.sh").unlink()
+    assert launch().returncode != 0
+    assert "nnet-init: command not found" in (recipe / "exp/log/init.1.log").read_text()
 
 
 def test_found_jobs_are_read_right():

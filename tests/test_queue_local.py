@@ -184,11 +184,11 @@ def test_ended_code_reads_last_footer(tmp_path):
 
 
 def test_config_maps_options_to_engine_flags(tmp_path):
-    sge = config.load("sge", os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
+    sge = config.load("sge", os.path.join(os.path.dirname(__file__), "..", "conf", "nnet-queue.conf"))
     assert sge.flags({"mem": "2G", "num_threads": "4", "gpu": "1", "pick": "all"}) == \
         ["-l", "mem_free=2G,ram_free=2G", "-pe", "smp", "4", "-l", "gpu=1", "-q", "*.q"]
     assert sge.flags({"num_threads": "1"}) == []               # special case wins, default gpu=0
-    slurm = config.load("slurm", os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
+    slurm = config.load("slurm", os.path.join(os.path.dirname(__file__), "..", "conf", "nnet-queue.conf"))
     assert slurm.command == ["sbatch", "--export=ALL", "--ntasks-per-node=1"]   # no login shell per task
     assert slurm.flags({"time": "1:0:0"}) == ["--time", "1:0:0", "-p", "shared"]
     # The gpu line adds --time 4:0:0; the user's own --time comes last, so it wins in any order.
@@ -201,10 +201,48 @@ def test_config_maps_options_to_engine_flags(tmp_path):
         slurm.flags({"foo_bar": "3"})
     # The documented file and the built-in defaults agree.
     for engine in ("slurm", "sge"):
-        shipped = config.load(engine, os.path.join(os.path.dirname(__file__), "..", "conf", "queue.conf"))
+        shipped = config.load(engine, os.path.join(os.path.dirname(__file__), "..", "conf", "nnet-queue.conf"))
         builtin = config.parse(config.BUILTIN, engine, "built-in")
         assert (shipped.command, shipped.general, shipped.special, shipped.defaults) == \
             (builtin.command, builtin.general, builtin.special, builtin.defaults)
     (tmp_path / "kaldi.conf").write_text("command sbatch\noption mem=* --mem $0\nbogus line\n")
     with pytest.raises(NnetError, match="kaldi.conf: line 3: cannot parse 'bogus line'"):
         config.load("slurm", str(tmp_path / "kaldi.conf"))
+
+
+def test_config_files_kaldi_reads(tmp_path, monkeypatch, caplog):
+    """Without --config: conf/slurm.conf (slurm.pl's) / conf/queue.conf (queue.pl's), section-less;
+    else our combined conf/nnet-queue.conf; else built in."""
+    monkeypatch.chdir(tmp_path)
+    assert config.load("slurm").source == config.load("sge").source == "built-in queue config"
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "nnet-queue.conf").write_text("[slurm]\ncommand sbatch -A ours\n[sge]\ncommand qsub -A ours\n")
+    assert config.load("slurm").command == ["sbatch", "-A", "ours"] and config.load("sge").command == ["qsub", "-A", "ours"]
+    # A Kaldi conf/slurm.conf (the issue's: --partition=cpu) wins for slurm, and only for slurm.
+    (tmp_path / "conf" / "slurm.conf").write_text(
+        "command sbatch --export=PATH --ntasks-per-node=1\noption mem=* --mem-per-cpu $0\noption mem=0\n"
+        "default gpu=0\noption gpu=0 --partition=cpu\noption gpu=* -p gpu --gres=gpu:$0\n"
+        "option account=*          # flag-less: any --account is accepted and adds nothing\n"
+        "option qos=* --qos=high   # no $0: slurm.pl warns and adds the flags as they are\n")
+    slurm = config.load("slurm")
+    assert slurm.source == "conf/slurm.conf"
+    assert slurm.flags({"mem": "2G"}) == ["--mem-per-cpu", "2G", "--partition=cpu"]
+    assert slurm.flags({"account": "proj7", "qos": "x"}) == ["--qos=high", "--partition=cpu"]
+    assert config.load("sge").source == "conf/nnet-queue.conf"
+    (tmp_path / "conf" / "queue.conf").write_text("command qsub -v PATH -cwd -S /bin/bash -j y\n"
+                                                  "option mem=* -l mem_free=$0\noption project=*\n")
+    sge = config.load("sge")
+    assert sge.source == "conf/queue.conf" and sge.flags({"mem": "1G", "project": "p"}) == ["-l", "mem_free=1G"]
+    with pytest.raises(NnetError, match="option --gpu 1 is not described"):
+        sge.flags({"gpu": "1"})
+    # queue.pl refuses an 'option x=* flags' line without $0.
+    (tmp_path / "conf" / "queue.conf").write_text("command qsub\noption qos=* -l qos=high\n")
+    with pytest.raises(NnetError, match="line 2: 'option qos=\\*' needs \\$0"):
+        config.load("sge")
+    # Our old combined conf/queue.conf (with a [slurm] section): slurm no longer reads it, and says so.
+    for name in ("slurm.conf", "nnet-queue.conf"):
+        (tmp_path / "conf" / name).unlink()
+    (tmp_path / "conf" / "queue.conf").write_text("[slurm]\ncommand sbatch\n[sge]\ncommand qsub\n")
+    with caplog.at_level("WARNING", logger="nnet_tools"):
+        assert config.load("slurm").source == "built-in queue config"
+    assert "conf/queue.conf has a [slurm] section, which nnet-queue slurm no longer reads" in caplog.text

@@ -9,7 +9,7 @@ RECIPE = REPO / "recipes" / "digits"
 def copy_recipe(dest):
     """A working copy of the recipe: its files linked, steps/ pointing at the repo's."""
     dest.mkdir()
-    for name in ("run.sh", "cmd.sh", "local", "conf"):
+    for name in ("run.sh", "cmd.sh", "path.sh", "local", "conf"):
         (dest / name).symlink_to(RECIPE / name)
     (dest / "steps").symlink_to(REPO / "steps")
     return dest

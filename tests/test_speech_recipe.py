@@ -25,7 +25,7 @@ def needs_speech_stack():
 
 def copy_recipe(dest):
     dest.mkdir()
-    for name in ("run.sh", "cmd.sh", "local", "conf"):
+    for name in ("run.sh", "cmd.sh", "path.sh", "local", "conf"):
         (dest / name).symlink_to(RECIPE / name)
     (dest / "steps").symlink_to(REPO / "steps")
     (dest / "utils").symlink_to(REPO / "utils")

@@ -12,7 +12,7 @@ from nnet_tools.cli.common import program
 @click.command(context_settings={"show_default": True})
 @click.option("--srand", type=int, default=0, help="Seed for the random initial parameters.")
 @click.option("--presoftmax-prior-scale", "prior_scale", default=None,
-              help="Text vector (presoftmax_prior_scale.vec): fixed per-class scale before the output's log-softmax.")
+              help="Kaldi vector, text or binary (presoftmax_prior_scale.vec): fixed per-class scale before the output's log-softmax.")
 @click.argument("config_file")
 @click.argument("model_out")
 @program("nnet-init")

@@ -17,7 +17,8 @@ Options (before JOB=/LOG; everything after LOG is the command, untouched):
   --num-threads N     threads per task (exports OMP_NUM_THREADS / MKL_NUM_THREADS)
   --max-jobs-run N    at most N tasks at once (locally default: #CPUs, or #GPUs with --gpu;
                       on slurm / sge the array throttle %N / -tc N)
-  --config FILE       option -> engine flag mapping (default conf/queue.conf, else built in)
+  --config FILE       option -> engine flag mapping (default: conf/slurm.conf for slurm,
+                      conf/queue.conf for sge, as Kaldi; else conf/nnet-queue.conf; else built in)
   --pick all|failed|incomplete   rerun only tasks whose log lacks '# Ended (code 0)'
   --NAME VALUE        slurm / sge: any option the queue config describes (e.g. --time 1:00:00)
 

@@ -1,24 +1,33 @@
 import click
 
-from nnet_tools.report import summary as report
+from nnet_tools.report import plots, summary as report
 from nnet_tools.fileio import write_text
 from nnet_tools.cli.common import program
 
 
 @click.command()
 @click.option("--write", is_flag=True, help="Also write EXP_DIR/accuracy.report.")
-@click.argument("exp_dir")
+@click.option("--plots", "plots_dir", metavar="OUTDIR", default=None,
+              help="Also write PNG plots of every EXP_DIR, overlaid, and OUTDIR/index.html (needs matplotlib).")
+@click.argument("exp_dirs", nargs=-1, required=True, metavar="EXP_DIR [EXP_DIR ...]")
 @program("nnet-report")
-def main(exp_dir, write):
-    """Summarise an experiment dir from its logs: a one-line info and the per-iteration
-    accuracy table (Kaldi's nnet3_dir_info.pl and accuracy.report).
+def main(exp_dirs, write, plots_dir):
+    """Summarise experiment dirs from their logs: a one-line info and the per-iteration
+    accuracy table (Kaldi's nnet3_dir_info.pl and accuracy.report); with --plots, the plots of
+    Kaldi's generate_plots.py as PNGs, several dirs overlaid.
 
     \b
     Example:
       nnet-report exp/nnet
+      nnet-report --plots exp/plots exp/nnet exp/nnet_8jobs
     """
-    table = report.accuracy_report(exp_dir)
-    print(report.dir_info(exp_dir))
-    print(table, end="")
-    if write:
-        write_text(f"{exp_dir}/accuracy.report", table)
+    texts = []
+    for exp_dir in exp_dirs:
+        table = report.accuracy_report(exp_dir)
+        texts.append(report.dir_info(exp_dir) + "\n" + table)
+        if write:
+            write_text(f"{exp_dir}/accuracy.report", table)
+    print("\n".join(texts), end="")
+    if plots_dir:
+        drawn = plots.write_plots(plots_dir, list(exp_dirs), "\n".join(texts))
+        print(f"Wrote {len(drawn)} plots and {plots_dir}/index.html")

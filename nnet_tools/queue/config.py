@@ -5,13 +5,15 @@ Line kinds, as in Kaldi's queue.pl / slurm.pl (``#`` starts a comment):
     command sbatch --export=PATH          the submit command and its fixed flags
     option mem=* --mem-per-cpu $0         --mem X  -> flags with $0 replaced by X
     option gpu=0 -p shared                --gpu 0  -> exactly these flags (may be none)
+    option account=*                      --account X -> no flags (any value accepted, as slurm.pl)
     default gpu=0                         --gpu not given -> behave as --gpu 0
 
-One file serves every engine: ``[slurm]`` / ``[sge]`` start a section that only that engine
-reads; lines before the first section are read by all, so a plain Kaldi conf/slurm.conf or
-conf/queue.conf works unchanged as ``--config``. Without ``--config``, ``conf/queue.conf`` in
-the working directory is used if present, else the built-in defaults below (which
-conf/queue.conf in the source tree documents).
+Which file, without ``--config``: the one Kaldi's script for the engine reads in the working
+directory, ``conf/slurm.conf`` (slurm.pl) or ``conf/queue.conf`` (queue.pl), section-less;
+else our combined ``conf/nnet-queue.conf``, where ``[slurm]`` / ``[sge]`` start a section that
+only that engine reads (lines before the first section are read by both), a name neither Kaldi
+script reads; else the built-in defaults below (which conf/nnet-queue.conf in the source tree
+documents).
 """
 import dataclasses
 import os
@@ -19,8 +21,10 @@ import re
 import shlex
 
 from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
 
-DEFAULT_PATH = "conf/queue.conf"
+KALDI_PATHS = {"slurm": "conf/slurm.conf", "sge": "conf/queue.conf"}   # what slurm.pl / queue.pl read
+COMBINED_PATH = "conf/nnet-queue.conf"
 # Options the launcher itself consumes; they never become engine flags (the engine backends
 # turn max_jobs_run into the array's throttle, %N or -tc N).
 LAUNCHER_ONLY = ("config", "pick", "max_jobs_run", "submit_tries", "submit_retry_delay", "lost_grace", "max_wait")
@@ -75,6 +79,8 @@ class EngineConfig:
                 expansions[name] = shlex.split(self.special[name, value])
             elif name in self.general:
                 expansions[name] = shlex.split(self.general[name].replace("$0", value))
+            elif (name, "*") in self.special:     # 'option name=*' without flags: any value, no flags
+                expansions[name] = shlex.split(self.special[name, "*"])
             else:
                 raise NnetError(f"{self.source}: option --{name.replace('_', '-')} {value} "
                                 f"is not described (add 'option {name}=* ...$0...')")
@@ -119,7 +125,10 @@ def parse(text, engine, source):
             config.command = shlex.split(line[len("command "):])
         elif m := _GENERAL.match(line):
             if "$0" not in m.group(2):
-                raise NnetError(f"{source}: line {number}: 'option {m.group(1)}=*' needs $0 in '{line}'")
+                # slurm.pl warns and adds the flags as they are; queue.pl refuses the line.
+                if engine != "slurm":
+                    raise NnetError(f"{source}: line {number}: 'option {m.group(1)}=*' needs $0 in '{line}'")
+                logger.warning(f"{source}: line {number}: '{line}' has no $0; its flags are added as they are")
             config.general[m.group(1)] = m.group(2)
         elif m := _SPECIAL.match(line):
             config.special[m.group(1), m.group(2)] = m.group(3)
@@ -132,10 +141,30 @@ def parse(text, engine, source):
     return config
 
 
+def default_path(engine):
+    """The config file nnet-queue ``engine`` reads without --config (None: the built-in one)."""
+    kaldi = KALDI_PATHS[engine]
+    if os.path.exists(kaldi):
+        return kaldi
+    if os.path.exists(COMBINED_PATH):
+        return COMBINED_PATH
+    if engine == "slurm" and _has_section(KALDI_PATHS["sge"], "slurm"):
+        logger.warning(f"{KALDI_PATHS['sge']} has a [slurm] section, which nnet-queue slurm no longer reads "
+                       f"(Kaldi's queue.pl reads that file): move it to {COMBINED_PATH}")
+    return None
+
+
+def _has_section(path, section):
+    try:
+        with open(path) as f:
+            return any(line.strip() == f"[{section}]" for line in f)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def load(engine, path=None):
-    """The config for ``engine``: ``path`` (--config, must exist), else conf/queue.conf, else built-in."""
-    if path is None and os.path.exists(DEFAULT_PATH):
-        path = DEFAULT_PATH
+    """The config for ``engine``: ``path`` (--config, must exist), else default_path(engine), else built-in."""
+    path = path or default_path(engine)
     if path is None:
         return parse(BUILTIN, engine, "built-in queue config")
     try:

@@ -36,3 +36,54 @@ def compute_prob(path):
 def accounting_time(path):
     found = TIME_RE.findall(_read(path))
     return float(found[-1]) if found else None
+
+
+# nnet3-show-progress: "Relative parameter differences per layer are [ tdnn1.affine:0.017 output.affine:0.03 ]"
+DIFF_RE = re.compile(r"^LOG .*?\b(Parameter differences|Relative parameter differences) per layer are \[([^\]]*)\]", re.M)
+# nnet3-info's component line and its per-dimension summaries, e.g.
+#   component name=tdnn1.relu type=RectifiedLinearComponent, dim=512, ..., value-avg=[percentiles(0,1,2,5
+#   10,20,50,80,90 95,98,99,100)=(0.01,...,1.3), mean=0.41, stddev=0.22], deriv-avg=[...], oderiv-rms=[...]
+# (a line may carry a prefix, as grep's "file:"; never one spanning lines)
+COMPONENT_RE = re.compile(r"^(?:[^\n]*?[ \t:])??component name=(\S+) type=(\w+)Component,(.*)$", re.M)
+SUMMARY_RE = re.compile(r"\b(value-avg|deriv-avg|oderiv-rms)=\[percentiles\(([^)]*)\)=\(([^)]*)\), "
+                        r"mean=(\S+), stddev=([^\]\s]+)\]")
+LRATE_RE = re.compile(r"--learning-rate[= ](\S+)")
+
+
+def parameter_differences(path, relative=True):
+    """{layer: difference} from a progress log's nnet3-show-progress line (relative or absolute)."""
+    wanted = "Relative parameter differences" if relative else "Parameter differences"
+    found = [body for phrase, body in DIFF_RE.findall(_read(path)) if phrase == wanted]
+    if not found:
+        return {}
+    pairs = (item.rsplit(":", 1) for item in found[-1].split())
+    return {name: float(value) for name, value in pairs}
+
+
+def _numbers(text):
+    return [float(v) for v in re.split(r"[,\s]+", text.strip()) if v]
+
+
+def nonlinearity_stats(path):
+    """{component: {'type': 'RectifiedLinear', 'value-avg': {'percentiles': {5.0: x, ...},
+    'mean': m, 'stddev': s}, 'deriv-avg': {...}, 'oderiv-rms': {...}}} from a progress log's
+    nnet3-info component lines (only those carrying statistics; oderiv-rms may be absent)."""
+    stats = {}
+    for name, kind, rest in COMPONENT_RE.findall(_read(path)):
+        summaries = {}
+        for key, points, values, mean, stddev in SUMMARY_RE.findall(rest):
+            points, values = _numbers(points), _numbers(values)
+            if len(points) != len(values):
+                continue
+            summaries[key] = {"percentiles": dict(zip(points, values)), "mean": float(mean), "stddev": float(stddev)}
+        if "value-avg" in summaries and "deriv-avg" in summaries:
+            stats[name] = {"type": kind, **summaries}
+    return stats
+
+
+def learning_rate(path):
+    """The --learning-rate of the command a train log starts with ('# nnet-train-one-job ...')."""
+    text = _read(path)
+    header = text.split("\n", 1)[0] if text.startswith("#") else ""
+    found = LRATE_RE.search(header)
+    return float(found.group(1)) if found else None

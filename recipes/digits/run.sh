@@ -10,6 +10,7 @@ use_gpu=no
 num_epochs=10
 dir=exp/nnet
 . ./cmd.sh
+. ./path.sh
 . steps/parse_options.sh
 . steps/stages.sh
 

@@ -16,6 +16,7 @@ merged_num_epochs=1    # the merged model
 baseline=true
 use_gpu=no
 . ./cmd.sh
+. ./path.sh
 . steps/parse_options.sh
 . steps/stages.sh
 exp=exp/$model

@@ -19,6 +19,7 @@ dnn_1job=true       # also train the 1-job baseline DNN
 frames_per_eg=4
 max_egs_per_archive=100000   # Kaldi: --samples-per-iter 400000
 . ./cmd.sh
+. ./path.sh
 . utils/parse_options.sh
 export PATH=$PWD/utils:$PATH
 mkdir -p exp

@@ -1,0 +1,56 @@
+"""Per-iteration series of an experiment dir, read from its logs: what the plots draw
+(Kaldi's generate_plots.py reads the same files through log_parse.py)."""
+import dataclasses
+import glob
+import os
+import re
+
+from nnet_tools.report import logparse
+
+
+@dataclasses.dataclass
+class ExpSeries:
+    exp_dir: str
+    prob: dict          # 'accuracy' / 'log-likelihood' -> 'train' / 'valid' -> {iteration: value}
+    param_diff: dict    # 'relative' / 'absolute' -> layer -> {iteration: value}
+    nonlin: dict        # component -> {'type': str, 'iterations': {iteration: {stat: summary}}}
+    jobs: dict          # iteration -> number of training jobs
+    lrate: dict         # iteration -> per-job learning rate (the jobs' --learning-rate)
+
+
+def numbered_logs(exp_dir, pattern):
+    """{N: path} for exp_dir/log/<pattern with N> ('compute_prob_valid.{}.log'), N an integer."""
+    regex = re.compile(re.escape(pattern).replace(r"\{\}", r"(\d+)") + "$")
+    found = {}
+    for path in glob.glob(os.path.join(exp_dir, "log", pattern.format("*"))):
+        if m := regex.search(os.path.basename(path)):
+            found[int(m.group(1))] = path
+    return dict(sorted(found.items()))
+
+
+def read(exp_dir):
+    """Every series of ``exp_dir`` (iterations that lack a line are simply absent)."""
+    prob = {key: {subset: {} for subset in ("train", "valid")} for key in ("accuracy", "log-likelihood")}
+    for subset in ("train", "valid"):
+        for it, path in numbered_logs(exp_dir, f"compute_prob_{subset}.{{}}.log").items():
+            for key, value in logparse.compute_prob(path).items():
+                prob[key][subset][it] = value
+    param_diff = {"relative": {}, "absolute": {}}
+    nonlin = {}
+    for it, path in numbered_logs(exp_dir, "progress.{}.log").items():
+        for kind, relative in (("relative", True), ("absolute", False)):
+            for layer, value in logparse.parameter_differences(path, relative).items():
+                param_diff[kind].setdefault(layer, {})[it] = value
+        for name, stats in logparse.nonlinearity_stats(path).items():
+            kind = stats.pop("type")
+            nonlin.setdefault(name, {"type": kind, "iterations": {}})["iterations"][it] = stats
+    jobs, lrate = {}, {}
+    for path in glob.glob(os.path.join(exp_dir, "log", "train.*.*.log")):
+        m = re.search(r"train\.(\d+)\.(\d+)\.log$", path)
+        if not m:
+            continue
+        it = int(m.group(1))
+        jobs[it] = jobs.get(it, 0) + 1
+        if it not in lrate and (rate := logparse.learning_rate(path)) is not None:
+            lrate[it] = rate
+    return ExpSeries(exp_dir, prob, param_diff, nonlin, dict(sorted(jobs.items())), dict(sorted(lrate.items())))
