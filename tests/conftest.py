@@ -9,6 +9,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _logger_state():
+    """Programs run in process point the package logger at stderr and stop its propagation;
+    put it back after each test, so a later test's caplog still sees warnings."""
+    from nnet_tools.log import logger
+    saved = logger.handlers[:], logger.level, logger.propagate
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
 def error_line(result):
     """The one ERROR line of a rejected call (stderr's first line echoes the command line)."""
     assert result.returncode == 1, result.stderr
