@@ -34,10 +34,11 @@ class NaturalGradientLinear(torch.autograd.Function):
             d_in, d_out = weight.shape[1], weight.shape[0]
             X = x.reshape(-1, d_in)
             if ctx.has_bias:  # [X, 1] preconditioned without being formed: c_hat is the 1s' column
-                X_hat, c_hat, g_in = ctx.pre_in.precondition_with_ones(X)
+                X_hat, c_hat, g_in = ctx.pre_in.precondition_with_ones(X, reuse=True)
             else:
-                (X_hat, g_in), c_hat = ctx.pre_in.precondition(X), None
-            Y_hat, g_out = ctx.pre_out.precondition(grad_y.reshape(-1, d_out))
+                (X_hat, g_in), c_hat = ctx.pre_in.precondition(X, reuse=True), None
+            # X_hat and Y_hat die with this call: the preconditioners' buffers can hold them.
+            Y_hat, g_out = ctx.pre_out.precondition(grad_y.reshape(-1, d_out), reuse=True)
             scale = g_in * g_out
             if scale.device.type == "cpu":
                 # A host scalar is free to read here: fold it into the GEMMs' alpha.

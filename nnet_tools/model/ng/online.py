@@ -88,6 +88,7 @@ class OnlineNaturalGradient:
         self.W = None    # [rank, D], X's dtype and device: E_t^{1/2} R_t
         self.d = None    # [rank] float64 CPU: diag(D_t), descending
         self.rho = None  # 0-dim float64 CPU
+        self._scratch = None  # X_hat buffer for reuse=True calls
 
     def to(self, device=None, dtype=None):
         """Move the N x D-side state (W); d and rho stay on the CPU in float64."""
@@ -111,9 +112,11 @@ class OnlineNaturalGradient:
         return t <= _NUM_INITIAL_UPDATES or (t - _NUM_INITIAL_UPDATES) % self.update_period == 0
 
     @torch.no_grad()
-    def precondition(self, X, inplace=False):
+    def precondition(self, X, inplace=False, reuse=False):
         """Return (X_hat, gamma). inplace=True writes X_hat over X (a caller-owned temporary),
-        saving one pass over memory."""
+        saving one pass over memory. reuse=True writes X_hat into a buffer this object keeps
+        and overwrites on its next reuse=True call (for a caller done with X_hat by then, as a
+        layer's backward is): no fresh [N, D] allocation, and its page faults, per minibatch."""
         if X.dim() != 2:
             raise ValueError(f"precondition expects a 2-D [N, D] tensor, got shape {tuple(X.shape)}")
         N, D = X.shape
@@ -126,7 +129,7 @@ class OnlineNaturalGradient:
         if inplace:
             X_hat = X.addmm_(H, W, alpha=-1.0)        # X_t - H_t W_t
         else:
-            X_hat = torch.addmm(X, H, W, alpha=-1.0)
+            X_hat = torch.addmm(X, H, W, alpha=-1.0, out=self._buffer(X) if reuse else None)
         gamma = _gamma(norm_x, torch.linalg.vector_norm(X_hat))
         if stats is not None:  # after queueing X_hat, so a GPU computes it during the host work
             self._update(N, D, *stats)
@@ -134,12 +137,13 @@ class OnlineNaturalGradient:
         return X_hat, gamma
 
     @torch.no_grad()
-    def precondition_with_ones(self, X):
+    def precondition_with_ones(self, X, reuse=False):
         """Precondition [X, 1] (an affine layer's input with the bias's column of ones) without
         forming it. Returns (X_hat, c_hat, gamma): [X_hat, c_hat] is the preconditioned [X, 1],
         X_hat [N, D] and c_hat [N]. Not copying X into an [N, D+1] buffer saves a pass over it,
         and X_hat stays contiguous for the weight-gradient GEMM. The same algorithm and state as
-        ``precondition(torch.cat([X, 1]))``: W is [rank, D+1], its last column the ones' part."""
+        ``precondition(torch.cat([X, 1]))``: W is [rank, D+1], its last column the ones' part.
+        reuse as in precondition."""
         if X.dim() != 2:
             raise ValueError(f"precondition expects a 2-D [N, D] tensor, got shape {tuple(X.shape)}")
         N, Dx = X.shape
@@ -156,7 +160,7 @@ class OnlineNaturalGradient:
         if self.updating():                          # J = H^T [X, 1]
             J = torch.cat([torch.mm(H.t(), X), H.sum(dim=0)[:, None]], dim=1)
             stats = self._stats(H, J, norm_x)
-        X_hat = torch.addmm(X, H, W_x, alpha=-1.0)
+        X_hat = torch.addmm(X, H, W_x, alpha=-1.0, out=self._buffer(X) if reuse else None)
         c_hat = torch.mv(H, w_1).neg_().add_(1.0)
         gamma = _gamma(norm_x, torch.hypot(torch.linalg.vector_norm(X_hat), torch.linalg.vector_norm(c_hat)))
         if stats is not None:
@@ -165,6 +169,13 @@ class OnlineNaturalGradient:
         return X_hat, c_hat, gamma
 
     # --- internals -------------------------------------------------------------------------
+
+    def _buffer(self, X):
+        """The reused X_hat buffer, (re)made when X's shape, dtype or device changes."""
+        buf = self._scratch
+        if buf is None or buf.shape != X.shape or buf.dtype != X.dtype or buf.device != X.device:
+            buf = self._scratch = torch.empty_like(X, memory_format=torch.contiguous_format)
+        return buf
 
     def _ready(self, X):
         """Initialise on the first call; have W follow X's device and dtype. Returns W."""
