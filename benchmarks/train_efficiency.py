@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from common import mlp_config, speech_like_archive
+from common import loop_arguments, mlp_config, speech_like_archive
 from train_throughput import hand_loop
 from nnet_tools.data import egs
 from nnet_tools.log import logger
@@ -51,12 +51,8 @@ def model_flops_per_eg(model):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--egs", type=int, default=25000)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--minibatch", type=int, default=512)
+    loop_arguments(p, egs=25000, repeats=2)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
     logger.setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
