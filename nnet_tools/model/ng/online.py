@@ -155,7 +155,7 @@ class OnlineNaturalGradient:
         W = self._ready(X)
         W_x, w_1 = W[:, :Dx], W[:, Dx]
         H = torch.addmm(w_1, X, W_x.t())             # [X, 1] W^T
-        norm_x = torch.hypot(torch.linalg.vector_norm(X), X.new_tensor(math.sqrt(N)))
+        norm_x = torch.linalg.vector_norm(X).square_().add_(N).sqrt_()  # no host scalar sent to a GPU
         stats = None
         if self.updating():                          # J = H^T [X, 1]
             J = torch.cat([torch.mm(H.t(), X), H.sum(dim=0)[:, None]], dim=1)
