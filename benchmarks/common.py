@@ -22,3 +22,13 @@ def mlp_config(hidden, layers, classes=2000, dim=40, natural_gradient=False, bat
     text += "".join(f"  - {{type: {kind}, dim: {hidden}}}\n" for _ in range(layers))
     text += f"  - {{type: output, dim: {classes}}}\n"
     return config.normalize(config.yaml_load(text))
+
+
+def loop_arguments(parser, egs, repeats):
+    """The options the training-loop benchmarks share: archive size, model shape, minibatch."""
+    parser.add_argument("--egs", type=int, default=egs)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--minibatch", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    return parser

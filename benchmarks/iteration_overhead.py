@@ -12,6 +12,7 @@ and nnet-average-models), on an egs dir of one archive. Its wall time is compare
 import argparse
 import logging
 import os
+import resource
 import tempfile
 import time
 
@@ -49,21 +50,29 @@ def main():
         opts = options.TrainerOptions(jobs_initial=1, jobs_final=1, num_threads=args.threads, num_epochs=2)
         loop = outer.OuterLoop(opts, d, d)
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         loop.diagnostics(loop.mdl(1), 1, loop.mdl(0))
         loop.iteration(1, 1, 0.0003, 0)
         loop.launcher.wait()
-        iteration = time.perf_counter() - t0
+        iteration, iteration_cpu = time.perf_counter() - t0, _cpu() - c0
 
         model = model_io.load(f"{d}/1.mdl")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         train.train_one_job(model, egs.EgsArchive(f"{d}/egs.1.ark"), train.TrainOptions(learning_rate=0.0003))
-        compute = time.perf_counter() - t0
+        compute, compute_cpu = time.perf_counter() - t0, _cpu() - c0
     print(f"model 440-{args.hidden}x{args.layers}-2000 (natural gradient), {args.egs} egs, minibatch 512, "
           f"{args.threads} thread(s) per job")
     print(f"iteration wall time (driver's commands): {iteration:8.1f} s")
     print(f"training loop alone, in process       : {compute:8.1f} s")
+    print(f"CPU seconds, every process of the iteration: {iteration_cpu:.1f} s; the loop alone: {compute_cpu:.1f} s "
+          f"(the iteration's extra CPU: {iteration_cpu - compute_cpu:.1f} s; steadier than wall time on a loaded machine)")
     print(f"P3 per-iteration overhead = {(iteration - compute) / iteration:.1%} of iteration wall time   (goal <= 5%)")
+
+
+def _cpu():
+    """User + system CPU seconds of this process and its waited-for children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 if __name__ == "__main__":

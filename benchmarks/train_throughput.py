@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from common import mlp_config, speech_like_archive
+from common import loop_arguments, mlp_config, speech_like_archive
 from nnet_tools.data import egs
 from nnet_tools.train import job as train
 from nnet_tools.log import logger
@@ -42,11 +42,7 @@ def hand_loop(model, archive, lr, minibatch):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--egs", type=int, default=20000)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--minibatch", type=int, default=512)
-    p.add_argument("--repeats", type=int, default=3)
+    loop_arguments(p, egs=20000, repeats=3)
     args = p.parse_args()
     logger.setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:

@@ -50,3 +50,22 @@ def test_apply_update_skips_nonfinite():
     w = torch.zeros(2)
     r = apply_update([(Comp(0.0), [w])], [[torch.tensor([math.nan, 1.0])]], max_param_change=2.0)
     assert not r.applied and torch.equal(w, torch.zeros(2))
+
+
+def test_coefficients_scale_the_raw_deltas_without_copying_them():
+    """apply_update(grads, coefficients=k) moves the parameters exactly as the deltas k * grads
+    would, limits included, and leaves the gradients untouched."""
+    g = torch.Generator().manual_seed(0)
+    grads = [[torch.randn(4, 3, generator=g), torch.randn(4, generator=g)], [torch.randn(2, 4, generator=g)]]
+    k = [-0.3, -0.05]
+    comps_a = [(Comp(0.75), [torch.zeros(4, 3), torch.zeros(4)]), (Comp(0.0), [torch.zeros(2, 4)])]
+    comps_b = [(Comp(0.75), [torch.zeros(4, 3), torch.zeros(4)]), (Comp(0.0), [torch.zeros(2, 4)])]
+    kept = [[t.clone() for t in ts] for ts in grads]
+    ra = apply_update(comps_a, grads, 0.5, coefficients=k)
+    rb = apply_update(comps_b, [[kc * t for t in ts] for kc, ts in zip(k, grads)], 0.5)
+    assert all(torch.equal(a, b) for ta, tb in zip(grads, kept) for a, b in zip(ta, tb))
+    torch.testing.assert_close(ra.factors, rb.factors)
+    assert ra.global_factor == pytest.approx(rb.global_factor) and ra.global_factor < 1  # both limits active
+    for (_, pa), (_, pb) in zip(comps_a, comps_b):
+        for a, b in zip(pa, pb):
+            torch.testing.assert_close(a, b)

@@ -309,3 +309,20 @@ def test_non_finite_statistics_fail_with_one_line_not_a_linalg_traceback():
     with pytest.raises(NnetError, match="natural gradient: the eigendecomposition .* not finite"):
         for _ in range(3):
             pre.precondition(x)
+
+
+def test_precondition_with_ones_equals_the_formed_matrix():
+    """An affine layer's [X, 1] preconditioned without forming it: the same outputs, gamma and
+    state as preconditioning the formed [N, D+1] matrix, on update and skip calls alike."""
+    torch.manual_seed(3)
+    implicit, formed = OnlineNaturalGradient(4, update_period=3), OnlineNaturalGradient(4, update_period=3)
+    for t in range(20):
+        X = torch.randn(30, 9, dtype=F64) * (1 + t % 4) + 0.5  # a mean, so the ones column matters
+        X_hat, c_hat, gamma = implicit.precondition_with_ones(X)
+        ref, ref_gamma = formed.precondition(torch.cat([X, torch.ones(30, 1, dtype=F64)], dim=1))
+        torch.testing.assert_close(X_hat, ref[:, :9], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(c_hat, ref[:, 9], rtol=1e-12, atol=1e-12)
+        assert float(gamma) == pytest.approx(float(ref_gamma), rel=1e-12) and abs(float(gamma) - 1) > 1e-3
+        torch.testing.assert_close(implicit.W, formed.W, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(implicit.d, formed.d, rtol=1e-10, atol=0)
+    assert implicit.t == formed.t == 20 and implicit.W.shape == (4, 10)

@@ -89,8 +89,10 @@ class _Objective:
         return average
 
 
-def _gradient_deltas(model, components, x, y, lr, archive, mb):
-    """Forward and backward on one minibatch: (objective, per-component lr-scaled deltas)."""
+def _gradients(model, components, x, y, lr, archive, mb):
+    """Forward and backward on one minibatch: (objective, per-component gradients, per-component
+    coefficients k_c = -lr * learning-rate-factor_c). The delta is k_c times the gradient; it is
+    left unscaled so the common case (no momentum, no l2) never copies a gradient."""
     model.zero_grad(set_to_none=True)
     objf = model(x).gather(1, y.unsqueeze(1)).sum()
     try:
@@ -98,8 +100,16 @@ def _gradient_deltas(model, components, x, y, lr, archive, mb):
     except NnetError as e:  # natural gradient on non-finite values; say which came first
         _check_finite(objf.item(), archive, mb)
         raise NnetError(f"{archive.path}: minibatch {mb}: {e}") from None
-    # delta = lr * d(objf)/d(param), per component and its learning-rate factor.
-    return objf, [[p.grad * (-lr * a.learning_rate_factor) for p in ps] for a, ps in components]
+    return objf, [[p.grad for p in ps] for _, ps in components], [-lr * a.learning_rate_factor for a, _ in components]
+
+
+@torch.no_grad()
+def _scaled(grads, coefficients):
+    """The deltas k_c * gradient, formed in place in the gradients (which are ours: zero_grad
+    sets them to None), for momentum and l2, which add to them."""
+    for gs, k in zip(grads, coefficients):
+        torch._foreach_mul_(gs, k)
+    return grads
 
 
 @torch.no_grad()
@@ -176,9 +186,10 @@ def _train(model, archive, opts, device):
     clipped = torch.zeros(len(components))
     global_clipped = num_updates = 0
 
-    def update(deltas, scale, max_change_scale=1.0):
+    def update(deltas, scale, max_change_scale=1.0, coefficients=None):
         nonlocal global_clipped, num_updates
-        result = max_change.apply_update(components, deltas, opts.max_param_change, scale, max_change_scale)
+        result = max_change.apply_update(components, deltas, opts.max_param_change, scale, max_change_scale,
+                                         coefficients)
         if not result.applied:
             logger.warning("Infinite parameter change, will not apply.")
         clipped.add_((result.factors < 1).float())
@@ -193,27 +204,34 @@ def _train(model, archive, opts, device):
             # that point applied with 1 + alpha; the same dropout masks in both passes.
             rng = _rng_state(device)
             model.freeze_natural_gradient(True)
-            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate, archive, mb)
+            objf, grads, coeffs = _gradients(model, components, x, y, opts.learning_rate, archive, mb)
             model.freeze_natural_gradient(False)
-            update(deltas, -alpha, alpha)
+            update(grads, -alpha, alpha, coeffs)
             _set_rng_state(rng, device)
-            objf2, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate, archive, mb)
-            _add_l2(components, deltas, l2_terms, frames / (1.0 + alpha))
-            update(deltas, 1.0 + alpha, 1.0 + alpha)
+            objf2, grads, coeffs = _gradients(model, components, x, y, opts.learning_rate, archive, mb)
+            if l2_terms:
+                deltas = _scaled(grads, coeffs)
+                _add_l2(components, deltas, l2_terms, frames / (1.0 + alpha))
+                update(deltas, 1.0 + alpha, 1.0 + alpha)
+            else:
+                update(grads, 1.0 + alpha, 1.0 + alpha, coeffs)
             backstitched.add(mb, objf2.item(), frames)
         else:
-            objf, deltas = _gradient_deltas(model, components, x, y, opts.learning_rate, archive, mb)
-            if opts.momentum:
+            objf, grads, coeffs = _gradients(model, components, x, y, opts.learning_rate, archive, mb)
+            if opts.momentum or l2_terms:
+                deltas = _scaled(grads, coeffs)
                 if momentum_deltas is not None:
                     for ds, olds in zip(deltas, momentum_deltas):
-                        for d, old in zip(ds, olds):
-                            d.add_(old, alpha=opts.momentum)
-            if l2_terms:
-                _add_l2(components, deltas, l2_terms, frames)
-            result = update(deltas, 1.0 - opts.momentum)
+                        torch._foreach_add_(ds, olds, alpha=opts.momentum)
+                if l2_terms:
+                    _add_l2(components, deltas, l2_terms, frames)
+                result = update(deltas, 1.0 - opts.momentum)
+            else:  # plain (natural-gradient) SGD: the gradients as they are, lr in the coefficients
+                result = update(grads, 1.0, coefficients=coeffs)
             momentum_deltas = deltas if (opts.momentum and result.applied) else None
-        _check_finite(objf.item(), archive, mb)
-        output.add(mb, objf.item(), frames)
+        value = objf.item()  # the one host sync of a minibatch besides max-change's norms
+        _check_finite(value, archive, mb)
+        output.add(mb, value, frames)
     if output.tot_frames == 0:
         raise NnetError(f"{archive.path}: no egs to train on at frame {opts.frame} (minibatch size {opts.minibatch_size})")
     bad = model.nonfinite()

@@ -5,6 +5,7 @@ the Frobenius norm of its (already lr-scaled) delta. Globally D = |s| sqrt(sum f
 D > sigma M the scale s shrinks by sigma M / D, and a non-finite D skips the update altogether.
 sigma (Kaldi's max_change_scale) is 1 except in backstitch, where it is alpha or 1 + alpha.
 """
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,17 +35,27 @@ def max_change_factors(norms, max_changes, max_param_change, scale=1.0, max_chan
 
 
 @torch.no_grad()
-def apply_update(components, deltas, max_param_change, scale=1.0, max_change_scale=1.0):
+def apply_update(components, deltas, max_param_change, scale=1.0, max_change_scale=1.0, coefficients=None):
     """Add f_c * s * delta_c to each component's parameters.
 
     components: list of (module with .max_change, [params]); deltas: matching list of [tensors].
+    coefficients: optional per-component numbers k_c, the delta then being k_c * deltas[c]: a
+    caller passes the raw gradients and -learning rate, and no lr-scaled copy of every
+    gradient is made per minibatch. One host sync (the norms), one pass over the deltas for
+    the norms and one fused multiply-add per parameter, as Kaldi's AddNnet with a scale.
     """
-    norms = torch.stack([torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(d) for d in ds]))
-                         for ds in deltas]).double()
+    flat = [d for ds in deltas for d in ds]
+    tensor_norms = torch.stack(torch._foreach_norm(flat)).tolist() if flat else []
+    k = [1.0] * len(deltas) if coefficients is None else [float(c) for c in coefficients]
+    norms, i = [], 0
+    for c, ds in enumerate(deltas):
+        norms.append(abs(k[c]) * math.sqrt(sum(n * n for n in tensor_norms[i:i + len(ds)])))
+        i += len(ds)
     limits = torch.tensor([float(m.max_change) for m, _ in components], dtype=torch.float64)
-    result = max_change_factors(norms.cpu(), limits, max_param_change, scale, max_change_scale)
+    result = max_change_factors(torch.tensor(norms, dtype=torch.float64), limits, max_param_change,
+                                scale, max_change_scale)
     if result.applied:
-        for (_, params), ds, f in zip(components, deltas, result.factors.tolist()):
+        for (_, params), ds, f, k_c in zip(components, deltas, result.factors.tolist(), k):
             for p, d in zip(params, ds):
-                p.add_(d, alpha=f * result.scale)
+                p.add_(d, alpha=k_c * f * result.scale)
     return result

@@ -4,7 +4,9 @@ NaturalGradientAffineComponent::Update), as a torch.autograd.Function.
 Forward: y = x W^T + b. Backward: the derivative passed back, grad_y W, is exact. With
 X = [x, 1] (a 1 appended so the bias is a weight on a constant input) and Y = grad_y,
 (X_hat, g_in) = pre_in.precondition(X), (Y_hat, g_out) = pre_out.precondition(Y), and
-[grad_W, grad_b] = g_in g_out Y_hat^T X_hat, with the scale applied exactly once.
+[grad_W, grad_b] = g_in g_out Y_hat^T X_hat, with the scale applied exactly once (folded into the
+GEMM's alpha on the CPU). [x, 1] is never formed: the preconditioner handles the ones column
+apart (precondition_with_ones), so no [N, Din+1] copy is made per minibatch.
 torch hands us the derivative of the loss, not of Kaldi's objective; preconditioning is
 linear in Y and gamma depends only on norms, so the sign carries through unchanged.
 """
@@ -31,11 +33,12 @@ class NaturalGradientLinear(torch.autograd.Function):
         if need_w or need_b:
             d_in, d_out = weight.shape[1], weight.shape[0]
             X = x.reshape(-1, d_in)
-            if ctx.has_bias:
-                X = torch.cat([X, X.new_ones(X.shape[0], 1)], dim=1)
-            # X is ours when we appended the 1s, so it may be overwritten; grad_y never is.
-            X_hat, g_in = ctx.pre_in.precondition(X, inplace=ctx.has_bias)
-            Y_hat, g_out = ctx.pre_out.precondition(grad_y.reshape(-1, d_out))
+            if ctx.has_bias:  # [X, 1] preconditioned without being formed: c_hat is the 1s' column
+                X_hat, c_hat, g_in = ctx.pre_in.precondition_with_ones(X, reuse=True)
+            else:
+                (X_hat, g_in), c_hat = ctx.pre_in.precondition(X, reuse=True), None
+            # X_hat and Y_hat die with this call: the preconditioners' buffers can hold them.
+            Y_hat, g_out = ctx.pre_out.precondition(grad_y.reshape(-1, d_out), reuse=True)
             scale = g_in * g_out
             if scale.device.type == "cpu":
                 # A host scalar is free to read here: fold it into the GEMMs' alpha.
@@ -43,15 +46,16 @@ class NaturalGradientLinear(torch.autograd.Function):
             else:
                 # On an accelerator reading it would sync: scale the smaller operand instead.
                 alpha = 1.0
-                if d_out <= X_hat.shape[1]:
+                if d_out <= d_in:
                     Y_hat = Y_hat * scale
                 else:
                     X_hat = X_hat * scale
+                    c_hat = None if c_hat is None else c_hat * scale
             zero = Y_hat.new_zeros(())  # beta=0: addmm/addmv just scale the product by alpha
             if need_w:
-                grad_w = torch.addmm(zero, Y_hat.t(), X_hat[:, :d_in], beta=0, alpha=alpha)
+                grad_w = torch.addmm(zero, Y_hat.t(), X_hat, beta=0, alpha=alpha)
             if need_b:
-                grad_b = torch.addmv(zero, Y_hat.t(), X_hat[:, d_in].contiguous(), beta=0, alpha=alpha)
+                grad_b = torch.addmv(zero, Y_hat.t(), c_hat, beta=0, alpha=alpha)
         return grad_x, grad_w, grad_b, None, None
 
 

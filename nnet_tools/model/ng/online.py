@@ -88,6 +88,7 @@ class OnlineNaturalGradient:
         self.W = None    # [rank, D], X's dtype and device: E_t^{1/2} R_t
         self.d = None    # [rank] float64 CPU: diag(D_t), descending
         self.rho = None  # 0-dim float64 CPU
+        self._scratch = None  # X_hat buffer for reuse=True calls
 
     def to(self, device=None, dtype=None):
         """Move the N x D-side state (W); d and rho stay on the CPU in float64."""
@@ -111,39 +112,84 @@ class OnlineNaturalGradient:
         return t <= _NUM_INITIAL_UPDATES or (t - _NUM_INITIAL_UPDATES) % self.update_period == 0
 
     @torch.no_grad()
-    def precondition(self, X, inplace=False):
+    def precondition(self, X, inplace=False, reuse=False):
         """Return (X_hat, gamma). inplace=True writes X_hat over X (a caller-owned temporary),
-        saving one pass over memory."""
+        saving one pass over memory. reuse=True writes X_hat into a buffer this object keeps
+        and overwrites on its next reuse=True call (for a caller done with X_hat by then, as a
+        layer's backward is): no fresh [N, D] allocation, and its page faults, per minibatch."""
         if X.dim() != 2:
             raise ValueError(f"precondition expects a 2-D [N, D] tensor, got shape {tuple(X.shape)}")
         N, D = X.shape
         if D == 1 or N == 0:  # rank would be 0: the rescaled NG step is the identity
             return X, X.new_ones(())
-        if self.t == 0:
-            self._init(X)
-        if self.W.device != X.device or self.W.dtype != X.dtype:
-            self.W = self.W.to(device=X.device, dtype=X.dtype)
-        W = self.W
+        W = self._ready(X)
         H = torch.mm(X, W.t())                       # H_t = X_t W_t^T      [N, R]
         norm_x = torch.linalg.vector_norm(X)         # sqrt(tr(X X^T)), before X_hat exists
-        stats = self._stats(X, H, norm_x) if self.updating() else None  # needs X itself
+        stats = self._stats(H, torch.mm(H.t(), X), norm_x) if self.updating() else None
         if inplace:
             X_hat = X.addmm_(H, W, alpha=-1.0)        # X_t - H_t W_t
         else:
-            X_hat = torch.addmm(X, H, W, alpha=-1.0)
-        # gamma = ||X|| / ||X_hat||; X = 0 gives X_hat = 0 and, through the tiny offsets, 1.
-        tiny = torch.finfo(X.dtype).tiny
-        gamma = (norm_x + tiny) / (torch.linalg.vector_norm(X_hat) + tiny)
+            X_hat = torch.addmm(X, H, W, alpha=-1.0, out=self._buffer(X) if reuse else None)
+        gamma = _gamma(norm_x, torch.linalg.vector_norm(X_hat))
         if stats is not None:  # after queueing X_hat, so a GPU computes it during the host work
             self._update(N, D, *stats)
         self.t += 1
         return X_hat, gamma
 
+    @torch.no_grad()
+    def precondition_with_ones(self, X, reuse=False):
+        """Precondition [X, 1] (an affine layer's input with the bias's column of ones) without
+        forming it. Returns (X_hat, c_hat, gamma): [X_hat, c_hat] is the preconditioned [X, 1],
+        X_hat [N, D] and c_hat [N]. Not copying X into an [N, D+1] buffer saves a pass over it,
+        and X_hat stays contiguous for the weight-gradient GEMM. The same algorithm and state as
+        ``precondition(torch.cat([X, 1]))``: W is [rank, D+1], its last column the ones' part.
+        reuse as in precondition."""
+        if X.dim() != 2:
+            raise ValueError(f"precondition expects a 2-D [N, D] tensor, got shape {tuple(X.shape)}")
+        N, Dx = X.shape
+        if Dx == 0 or N == 0:
+            X_hat, gamma = self.precondition(torch.cat([X, X.new_ones(N, 1)], dim=1))
+            return X_hat[:, :Dx], X_hat[:, Dx], gamma
+        if self.t == 0:  # the start needs the whole first minibatch: form it once per job
+            self._init(torch.cat([X, X.new_ones(N, 1)], dim=1))
+        W = self._ready(X)
+        W_x, w_1 = W[:, :Dx], W[:, Dx]
+        H = torch.addmm(w_1, X, W_x.t())             # [X, 1] W^T
+        norm_x = torch.linalg.vector_norm(X).square_().add_(N).sqrt_()  # no host scalar sent to a GPU
+        stats = None
+        if self.updating():                          # J = H^T [X, 1]
+            J = torch.cat([torch.mm(H.t(), X), H.sum(dim=0)[:, None]], dim=1)
+            stats = self._stats(H, J, norm_x)
+        X_hat = torch.addmm(X, H, W_x, alpha=-1.0, out=self._buffer(X) if reuse else None)
+        c_hat = torch.mv(H, w_1).neg_().add_(1.0)
+        gamma = _gamma(norm_x, torch.hypot(torch.linalg.vector_norm(X_hat), torch.linalg.vector_norm(c_hat)))
+        if stats is not None:
+            self._update(N, Dx + 1, *stats)
+        self.t += 1
+        return X_hat, c_hat, gamma
+
     # --- internals -------------------------------------------------------------------------
+
+    def _buffer(self, X):
+        """The reused X_hat buffer, (re)made when X's shape, dtype or device changes."""
+        buf = self._scratch
+        if buf is None or buf.shape != X.shape or buf.dtype != X.dtype or buf.device != X.device:
+            buf = self._scratch = torch.empty_like(X, memory_format=torch.contiguous_format)
+        return buf
+
+    def _ready(self, X):
+        """Initialise on the first call; have W follow X's device and dtype. Returns W."""
+        if self.t == 0:
+            self._init(X)
+        if self.W.device != X.device or self.W.dtype != X.dtype:
+            self.W = self.W.to(device=X.device, dtype=X.dtype)
+        return self.W
 
     def _init(self, X0):
         """Structured start, then 3 update iterations on copies of the first minibatch (1 if
         N <= rank: one already gives its row space). The first real call still has t = 0."""
+        if self.W is not None:
+            return
         N, D = X0.shape
         if self.rank >= D:
             logger.warning(f"Rank {self.rank} of online preconditioner is >= dim {D}, "
@@ -157,16 +203,15 @@ class OnlineNaturalGradient:
         norm_x = torch.linalg.vector_norm(X0)
         for _ in range(3 if N > R else 1):
             H = torch.mm(X0, self.W.t())
-            self._update(N, D, *self._stats(X0, H, norm_x))
+            self._update(N, D, *self._stats(H, torch.mm(H.t(), X0), norm_x))
 
-    def _stats(self, X, H, norm_x):
-        """J = H^T X in X's dtype, and [L = H^T H, K = J J^T, tr(X X^T)] packed in float64 on
-        X's device, for _update to fetch in one transfer. K and L square the data's condition
-        number (the spread of the scatter's eigenvalues), so forming them in float32 loses the
-        small eigenvalues; in float64 they cost R^2 min(N, D) flops, small beside the N D R
-        GEMMs."""
-        N, D = X.shape
-        J = torch.mm(H.t(), X)                              # [R, D]
+    def _stats(self, H, J, norm_x):
+        """From H = X W^T [N, R] and J = H^T X [R, D] (X's dtype): J, and [L = H^T H, K = J J^T,
+        tr(X X^T)] packed in float64 on X's device, for _update to fetch in one transfer. K and L
+        square the data's condition number (the spread of the scatter's eigenvalues), so forming
+        them in float32 loses the small eigenvalues; in float64 they cost R^2 min(N, D) flops,
+        small beside the N D R GEMMs."""
+        N, D = H.shape[0], J.shape[1]
         J64 = J.to(torch.float64)
         if N > D:  # L = W J^T and K = J J^T in one GEMM
             LK = torch.mm(torch.cat([self.W.to(torch.float64), J64]), J64.t())
@@ -254,6 +299,13 @@ class OnlineNaturalGradient:
         sign = torch.where(Rq.diagonal() < 0, -1.0, 1.0).to(torch.float64)
         rows = Q.t() * (sign * sqrt_e1)[:, None]
         return rows.to(device=W1.device, dtype=W1.dtype)
+
+
+def _gamma(norm_x, norm_hat):
+    """Kaldi's scale sqrt(tr(X X^T) / tr(X_hat X_hat^T)) from the two Frobenius norms, a 0-dim
+    tensor (no host sync); X = 0 gives X_hat = 0 and, through the tiny offsets, 1."""
+    tiny = torch.finfo(norm_x.dtype).tiny
+    return (norm_x + tiny) / (norm_hat + tiny)
 
 
 @contextlib.contextmanager

@@ -31,9 +31,15 @@ class SimpleNaturalGradient:
     def to(self, device=None, dtype=None):
         return self
 
+    def precondition_with_ones(self, X, reuse=False):
+        """Precondition [X, 1]; returns (X_hat, c_hat, gamma) as the online one does. This one
+        forms [X, 1]: its cost is the D x D factorisation, not the copy."""
+        P, gamma = self.precondition(torch.cat([X, X.new_ones(X.shape[0], 1)], dim=1))
+        return P[:, :-1], P[:, -1], gamma
+
     @torch.no_grad()
-    def precondition(self, X, inplace=False):
-        """Return (P, gamma); inplace is accepted for interface parity and ignored."""
+    def precondition(self, X, inplace=False, reuse=False):
+        """Return (P, gamma); inplace and reuse are accepted for interface parity and ignored."""
         if X.dim() != 2:
             raise ValueError(f"precondition expects a 2-D [N, D] tensor, got shape {tuple(X.shape)}")
         N, D = X.shape
