@@ -62,7 +62,8 @@ class RecordingLauncher:
         if failed:
             raise LaunchFailed(os.path.join(self.log_dir, log))
 
-    def start(self, log, command):
+    def start(self, log, command, launcher_opts=()):
+        assert list(launcher_opts) == ["--num-threads", "1"]  # diagnostics never compete with the jobs' threads
         self.commands.append((log, [str(c) for c in command]))
         m = re.fullmatch(r"compute_prob_valid\.(\d+)\.log", log)
         if m and self.valid:
@@ -256,7 +257,7 @@ def test_too_few_survivors_stop_the_run(tmp_path, egs_info):
 
 def test_non_finite_jobs_are_retried_with_another_seed_then_diverge(tmp_path, egs_info, monkeypatch):
     seen = []
-    monkeypatch.setattr(RecordingLauncher, "start", lambda self, log, command: None)
+    monkeypatch.setattr(RecordingLauncher, "start", lambda self, log, command, launcher_opts=(): None)
     real_run = RecordingLauncher.run
     monkeypatch.setattr(RecordingLauncher, "run", lambda self, log, command, jobs=None, launcher_opts=():
                         seen.append((log, [str(c) for c in command])) or real_run(self, log, command, jobs, launcher_opts))

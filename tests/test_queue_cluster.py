@@ -452,7 +452,9 @@ def test_array_requests_with_throttle():
 def test_digits_recipe_trains_through_the_engine(engine, tmp_path):
     recipe = copy_recipe(tmp_path / "digits")
     env = dict(os.environ, train_cmd=f"nnet-queue {engine} --mem 2G")
-    r = subprocess.run(["./run.sh"], cwd=recipe, env=env, capture_output=True, text=True, timeout=1800)
+    # 4 epochs (the recipe's default is 10): 6 iterations of 2 -> 4 jobs keep CI short.
+    r = subprocess.run(["./run.sh", "--num-epochs", "4"], cwd=recipe, env=env, capture_output=True, text=True,
+                       timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     accuracy = float(re.search(r"^Test accuracy: (\S+)$", r.stdout, re.M).group(1))
     assert accuracy >= 0.95, r.stdout[-2000:]        # the band the local backend reaches

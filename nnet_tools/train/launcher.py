@@ -59,9 +59,10 @@ class Launcher:
         if code != 0:
             raise LaunchFailed(os.path.join(self.log_dir, log))
 
-    def start(self, log, command):
+    def start(self, log, command, launcher_opts=()):
         self._reap(block=False)
-        self.background.append(subprocess.Popen(self.argv(log, command), preexec_fn=die_with_parent()))
+        self.background.append(subprocess.Popen(self.argv(log, command, launcher_opts=launcher_opts),
+                                                preexec_fn=die_with_parent()))
 
     def wait(self):
         self._reap(block=True)
@@ -101,7 +102,7 @@ class InProcessLauncher(Launcher):
         if failed:
             raise LaunchFailed(os.path.join(self.log_dir, log))
 
-    def start(self, log, command):
+    def start(self, log, command, launcher_opts=()):
         if self._task(log, command, None) != 0:
             print(f"{self.name}: WARNING: background job failed: {' '.join(map(str, command))}", file=sys.stderr)
 

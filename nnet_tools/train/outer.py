@@ -235,11 +235,16 @@ class OuterLoop:
         """compute_prob_{valid,train}.<tag>.log, and progress.<tag>.log: the model's nnet-info (its
         nonlinearity statistics) and its change from the previous model, as Kaldi's driver runs
         ``nnet3-info MODEL && nnet3-show-progress PREV MODEL`` there."""
+        # One thread each, as Kaldi's CPU diagnostics: they run beside the training jobs, which
+        # own the node's other cores (--trainer.num-threads).
+        one = ["--num-threads", "1"]
         for subset in ("valid", "train"):
             self.launcher.start(f"compute_prob_{subset}.{tag}.log",
-                                ["nnet-compute-prob", model, os.path.join(self.egs_dir, f"{subset}_diagnostic.egs")])
+                                ["nnet-compute-prob", model, os.path.join(self.egs_dir, f"{subset}_diagnostic.egs")],
+                                launcher_opts=one)
         if previous:
-            self.launcher.start(f"progress.{tag}.log", ["nnet-info", model, "&&", "nnet-show-progress", previous, model])
+            self.launcher.start(f"progress.{tag}.log", ["nnet-info", model, "&&", "nnet-show-progress", previous, model],
+                                launcher_opts=one)
 
     def iteration(self, it, jobs, lrate, processed):
         outputs = [self.path(f"{it + 1}.{j}.mdl") for j in range(1, jobs + 1)]
