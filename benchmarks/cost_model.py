@@ -319,7 +319,6 @@ def main():
     p.add_argument("--skip-validation", action="store_true")
     args = p.parse_args()
     logger.setLevel(logging.WARNING)
-    print("# measured on a loaded machine; re-run on a quiet one for the lead's figures")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
         m = measure(args, d)
         print_constants(m)
