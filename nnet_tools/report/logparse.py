@@ -1,5 +1,7 @@
 """Reading the numbers back out of Kaldi-shaped logs (driver job selection, reports)."""
+import glob
 import math
+import os
 import re
 
 OBJF_RE = re.compile(r"Overall average objective function for 'output' is (\S+(?: \+ \S+ = \S+)?) over (\d+) frames")
@@ -13,6 +15,16 @@ def _read(path):
             return f.read()
     except OSError:
         return ""
+
+
+def numbered_logs(exp_dir, pattern):
+    """{N: path} for exp_dir/log/<pattern with N> ('compute_prob_valid.{}.log'), N an integer."""
+    regex = re.compile(re.escape(pattern).replace(r"\{\}", r"(\d+)") + "$")
+    found = {}
+    for path in glob.glob(os.path.join(exp_dir, "log", pattern.format("*"))):
+        if m := regex.search(os.path.basename(path)):
+            found[int(m.group(1))] = path
+    return dict(sorted(found.items()))
 
 
 def train_objective(path):

@@ -18,26 +18,16 @@ class ExpSeries:
     lrate: dict         # iteration -> per-job learning rate (the jobs' --learning-rate)
 
 
-def numbered_logs(exp_dir, pattern):
-    """{N: path} for exp_dir/log/<pattern with N> ('compute_prob_valid.{}.log'), N an integer."""
-    regex = re.compile(re.escape(pattern).replace(r"\{\}", r"(\d+)") + "$")
-    found = {}
-    for path in glob.glob(os.path.join(exp_dir, "log", pattern.format("*"))):
-        if m := regex.search(os.path.basename(path)):
-            found[int(m.group(1))] = path
-    return dict(sorted(found.items()))
-
-
 def read(exp_dir):
     """Every series of ``exp_dir`` (iterations that lack a line are simply absent)."""
     prob = {key: {subset: {} for subset in ("train", "valid")} for key in ("accuracy", "log-likelihood")}
     for subset in ("train", "valid"):
-        for it, path in numbered_logs(exp_dir, f"compute_prob_{subset}.{{}}.log").items():
+        for it, path in logparse.numbered_logs(exp_dir, f"compute_prob_{subset}.{{}}.log").items():
             for key, value in logparse.compute_prob(path).items():
                 prob[key][subset][it] = value
     param_diff = {"relative": {}, "absolute": {}}
     nonlin = {}
-    for it, path in numbered_logs(exp_dir, "progress.{}.log").items():
+    for it, path in logparse.numbered_logs(exp_dir, "progress.{}.log").items():
         for kind, relative in (("relative", True), ("absolute", False)):
             for layer, value in logparse.parameter_differences(path, relative).items():
                 param_diff[kind].setdefault(layer, {})[it] = value

@@ -10,7 +10,6 @@ from nnet_tools.errors import NnetError
 from nnet_tools.report import logparse
 
 TRAIN_LOG_RE = re.compile(r"train\.(\d+)\.(\d+)\.log$")
-PROB_LOG_RE = re.compile(r"compute_prob_(train|valid)\.(\d+)\.log$")
 
 
 def _log(exp_dir, name):
@@ -31,13 +30,11 @@ def train_times(exp_dir):
 
 def prob_values(exp_dir, key="accuracy"):
     """[(iteration, train, valid)] for every numbered iteration with both values (parse_prob_logs)."""
-    found = {"train": {}, "valid": {}}
-    for path in glob.glob(_log(exp_dir, "compute_prob_*.*.log")):
-        m = PROB_LOG_RE.search(path)
-        value = logparse.compute_prob(path).get(key) if m else None
-        if value is not None:
-            found[m.group(1)][int(m.group(2))] = value
-    return [(it, found["train"][it], found["valid"][it]) for it in sorted(set(found["train"]) & set(found["valid"]))]
+    found = {subset: {it: logparse.compute_prob(path).get(key)
+                      for it, path in logparse.numbered_logs(exp_dir, f"compute_prob_{subset}.{{}}.log").items()}
+             for subset in ("train", "valid")}
+    return [(it, found["train"][it], found["valid"][it]) for it in sorted(set(found["train"]) & set(found["valid"]))
+            if found["train"][it] is not None and found["valid"][it] is not None]
 
 
 def iteration_rows(exp_dir, key="accuracy"):
