@@ -4,8 +4,11 @@ of an iteration's wall time, at Kaldi's default samples-per-iter (400000 egs in 
 
 An iteration is run by the driver's own code (nnet_tools.train.outer.OuterLoop: its background
 diagnostics, then its iteration: the training job through `nnet-queue local JOB=1:1`, selection
-and nnet-average-models), on an egs dir of one archive. Its wall time is compared with the same training loop run in this process
-(no process start, no model I/O). Prints both and the overhead fraction (goal <= 5%).
+and nnet-average-models), on an egs dir of one archive. Its wall time is compared with the same
+training loop run in this process (no process start, no model I/O), once before the iteration and
+once after: their mean is the baseline, so a drift of the machine's speed over the run cancels,
+and their difference shows how far to trust the result. This process keeps its freed memory as
+the training program does (nnet_tools.heap). Prints both and the overhead fraction (goal <= 5%).
 
     python3 benchmarks/iteration_overhead.py [--egs 400000] [--hidden 1024] [--layers 4] [--threads 1]
 """
@@ -19,6 +22,7 @@ import time
 import torch
 
 from common import mlp_config, speech_like_archive
+from nnet_tools import heap
 from nnet_tools.data import egs
 from nnet_tools.model import model_io
 from nnet_tools.train import job as train
@@ -36,6 +40,7 @@ def main():
     args = p.parse_args()
     logger.setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
+    heap.keep_freed_memory()
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
         speech_like_archive(f"{d}/egs.1.ark", args.egs)
         for name, seed in (("valid_diagnostic", 1), ("train_diagnostic", 2)):
@@ -50,20 +55,25 @@ def main():
         opts = options.TrainerOptions(jobs_initial=1, jobs_final=1, num_threads=args.threads, num_epochs=2)
         loop = outer.OuterLoop(opts, d, d)
 
+        def loop_alone():
+            model = model_io.load(f"{d}/1.mdl")
+            t0, c0 = time.perf_counter(), _cpu()
+            train.train_one_job(model, egs.EgsArchive(f"{d}/egs.1.ark"), train.TrainOptions(learning_rate=0.0003))
+            return time.perf_counter() - t0, _cpu() - c0
+
+        before = loop_alone()
         t0, c0 = time.perf_counter(), _cpu()
         loop.diagnostics(loop.mdl(1), 1, loop.mdl(0))
         loop.iteration(1, 1, 0.0003, 0)
         loop.launcher.wait()
         iteration, iteration_cpu = time.perf_counter() - t0, _cpu() - c0
-
-        model = model_io.load(f"{d}/1.mdl")
-        t0, c0 = time.perf_counter(), _cpu()
-        train.train_one_job(model, egs.EgsArchive(f"{d}/egs.1.ark"), train.TrainOptions(learning_rate=0.0003))
-        compute, compute_cpu = time.perf_counter() - t0, _cpu() - c0
+        after = loop_alone()
+    compute, compute_cpu = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
     print(f"model 440-{args.hidden}x{args.layers}-2000 (natural gradient), {args.egs} egs, minibatch 512, "
           f"{args.threads} thread(s) per job")
     print(f"iteration wall time (driver's commands): {iteration:8.1f} s")
-    print(f"training loop alone, in process       : {compute:8.1f} s")
+    print(f"training loop alone, in process       : {compute:8.1f} s  (mean of {before[0]:.1f} s before "
+          f"and {after[0]:.1f} s after the iteration)")
     print(f"CPU seconds, every process of the iteration: {iteration_cpu:.1f} s; the loop alone: {compute_cpu:.1f} s "
           f"(the iteration's extra CPU: {iteration_cpu - compute_cpu:.1f} s; steadier than wall time on a loaded machine)")
     print(f"P3 per-iteration overhead = {(iteration - compute) / iteration:.1%} of iteration wall time   (goal <= 5%)")

@@ -20,6 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from nnet_tools import heap
 from nnet_tools.model.ng import OnlineNaturalGradient, default_ranks, ng_linear
 
 DIMS = [440, 1024, 1024, 1024, 1024, 2000]
@@ -76,6 +77,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="steps per block (multiple of 4)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
+    heap.keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(1)

@@ -7,7 +7,8 @@ with a hand-written PyTorch loop (plain SGD, as in train_throughput.py), best of
 Each is reported as egs/s and GFLOP/s, the model's FLOPs counted as 6 x (sum of Din x Dout) per
 eg (the forward GEMM and the backward's two), so the preconditioning's own FLOPs are its cost,
 not credit. The peak is this machine's fp32 GEMM rate at the same thread count (2048^3 products,
-best of several, measured between the runs). Goal: our NG loop >= 75 % of the peak.
+best of several, measured between the runs). The process keeps its freed memory, as the program
+does (nnet_tools.heap). Goal: our NG loop >= 75 % of the peak.
 
     python3 benchmarks/train_efficiency.py [--egs 25000] [--threads 1] [--repeats 2]
 """
@@ -22,6 +23,7 @@ import torch
 
 from common import loop_arguments, mlp_config, speech_like_archive
 from train_throughput import hand_loop
+from nnet_tools import heap
 from nnet_tools.data import egs
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
@@ -56,6 +58,7 @@ def main():
     args = p.parse_args()
     logger.setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
+    heap.keep_freed_memory()  # as nnet-train-one-job does
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         archive = egs.EgsArchive(speech_like_archive(os.path.join(tmp, "egs.1.ark"), args.egs))
         torch.manual_seed(0)

@@ -15,7 +15,7 @@ from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.train import combine, options, outer, outer_optim, schedule
-from nnet_tools.train.launcher import InProcessLauncher, LaunchFailed
+from nnet_tools.train.launcher import BACKGROUND_NICENESS, InProcessLauncher, Launcher, LaunchFailed
 
 
 def test_select_best_on_iteration_zero_then_within_one_of_best():
@@ -372,3 +372,16 @@ def test_presoftmax_prior_scale_is_computed_from_the_egs_at_init(tmp_path):
     labels = [egs.EgsArchive(tmp_path / "egs" / f"egs.{k}.ark").labels for k in range(1, 5)]
     counts = sum(np.bincount(l.ravel(), minlength=4) for l in labels)
     assert vectors.read_vector(str(vec), "v") == pytest.approx(presoftmax.prior_scale(counts, -0.25), rel=1e-6)
+
+
+def test_background_commands_run_below_the_jobs_priority(tmp_path):
+    # Diagnostics must not take the training jobs' cores on a shared node (nnet-queue local
+    # gives every task its own session, which must keep the lowered priority too).
+    launcher = Launcher("nnet-queue local", str(tmp_path))
+    launcher.start("background.log", ["nice"])
+    launcher.wait()
+    launcher.run("foreground.log", ["nice"])
+    niceness = {name: (tmp_path / f"{name}.log").read_text().split("\n")[3]
+                for name in ("background", "foreground")}
+    base = os.nice(0)
+    assert niceness == {"background": str(min(base + BACKGROUND_NICENESS, 19)), "foreground": str(base)}

@@ -91,6 +91,19 @@ def test_num_threads_exported_to_task(tmp_path):
         assert (body, threads) == ("3 3\n", 3)
 
 
+def test_task_keeps_the_launchers_lowered_priority(tmp_path):
+    # Each task gets its own session; where the kernel shares CPU time out per session
+    # (sched_autogroup), the session itself must carry the launcher's nice value.
+    r = subprocess.run(["nice", "-n", "7", "nnet-queue", "local", "log/p.log", "bash", "-c",
+                        "nice; cat /proc/self/autogroup 2>/dev/null || true"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    body = read_log(tmp_path / "log/p.log")[1].split("\n")
+    assert body[0] == "7"
+    if os.path.exists("/proc/self/autogroup"):
+        assert body[1].endswith(" nice 7"), body
+
+
 def test_gpu_tasks_get_distinct_devices(tmp_path):
     # Two visible GPUs, one per task: at most two tasks run, never sharing a device.
     (tmp_path / "run").mkdir()

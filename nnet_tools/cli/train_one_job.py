@@ -2,7 +2,7 @@ import os
 
 import click
 
-from nnet_tools import device
+from nnet_tools import device, heap
 from nnet_tools.model import edits as edits_mod, model_io
 from nnet_tools.train import job as train
 from nnet_tools.data import egs as egs_mod
@@ -58,6 +58,7 @@ def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed
           --edits 'set-dropout-proportion name=* proportion=0.2' exp/nnet/7.mdl exp/egs/egs.1.ark exp/nnet/8.1.mdl
     """
     device.set_threads(num_threads)
+    heap.keep_freed_memory()
     dev = device.select(use_gpu)
     if os.path.isdir(egs):
         if job is None:

@@ -37,9 +37,24 @@ def _die_with_parent(parent):
     return True
 
 
+def _keep_priority():
+    """Give the task's new session the priority its launcher ran at. Where the kernel groups
+    CPU time by session (sched_autogroup), a nice value only ranks processes within their own
+    session, so a lowered priority (the driver's background diagnostics) would be lost here;
+    the session's own nice value carries it across sessions."""
+    niceness = os.nice(0)
+    if niceness > 0:
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(niceness))
+        except OSError:   # no autogroup here, or rate-limited: plain nice still holds
+            pass
+
+
 def main(argv):
     parent, command = int(argv[0]), argv[1:]
     _die_with_parent(parent)
+    _keep_priority()
     # The launcher stops a task by signalling its group, child included: wait for the child's
     # end. A handler (not SIG_IGN) is reset by exec, so the child gets these signals as usual.
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

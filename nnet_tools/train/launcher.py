@@ -21,6 +21,9 @@ from nnet_tools.procs import die_with_parent
 from nnet_tools.queue import tasklog
 
 TICK_SECONDS = 10.0
+# Background commands (diagnostics) run below the training jobs' priority: on a node they share,
+# the jobs keep their cores and the diagnostics take what is left (nice 10: about 1/10 the share).
+BACKGROUND_NICENESS = 10
 
 
 class LaunchFailed(NnetError):
@@ -61,8 +64,13 @@ class Launcher:
 
     def start(self, log, command, launcher_opts=()):
         self._reap(block=False)
+        die = die_with_parent()
+
+        def die_with_parent_at_lower_priority():
+            die()
+            os.nice(BACKGROUND_NICENESS)
         self.background.append(subprocess.Popen(self.argv(log, command, launcher_opts=launcher_opts),
-                                                preexec_fn=die_with_parent()))
+                                                preexec_fn=die_with_parent_at_lower_priority))
 
     def wait(self):
         self._reap(block=True)
