@@ -130,6 +130,9 @@ def test_diverging_learning_rate_stops_the_run_saying_diverged(setup):
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("steps/train_dnn.py: ") and "diverged" in last, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+    # the diagnostics it had started ran to their end first, as Kaldi's do
+    diagnostics = list((tmp / "diverge" / "log").glob("compute_prob_*.log"))
+    assert diagnostics and all("# Ended (code 0)" in d.read_text() for d in diagnostics)
 
 
 @pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.cluster) for e in ("slurm", "sge")])

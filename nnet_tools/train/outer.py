@@ -128,7 +128,13 @@ class OuterLoop:
             if stage > self.num_iters:
                 self.say(f"{self.name}: {self.dir} is complete (final.mdl, accuracy.report); nothing to do")
                 return self.path("final.mdl")
-            return self.stages(stage, exit_stage, config, input_model)
+            try:
+                return self.stages(stage, exit_stage, config, input_model)
+            except NnetError:
+                # As in Kaldi, diagnostics already started run to the end, into their logs, and the
+                # driver's error stays its last line (a killed task would print after it).
+                self.launcher.wait()
+                raise
 
     def check_manifest(self, stage, config, input_model):
         """The stage to start at, after checking this run's settings against the dir's manifest."""
