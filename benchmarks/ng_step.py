@@ -8,9 +8,13 @@ update period so update and skip calls are both in it. The P1 ratio is the media
 adjacent (plain, NG) block pairs of their time ratio, which cancels slow drifts in machine
 load. Also printed: the ratio of the per-method medians, of the fastest blocks, and of process
 CPU time, with the load average: on a shared machine, trust a run whose blocks agree.
+--floor adds a third method, alternating with the two: the same step whose preconditioners only
+run the two thin GEMMs per side (H = X W^T, X - H W, W fixed: no norms, no updates, no host
+work), the least any implementation of Kaldi's algorithm pays in torch GEMMs. Its ratio to the
+plain step is the floor; what NG-SGD costs above it is the rest of the algorithm's work.
 Goal: <= 1.15.
 
-Usage: python benchmarks/ng_step.py [--minibatch 512] [--blocks 11] [--steps 4] [--threads N]
+Usage: python benchmarks/ng_step.py [--minibatch 512] [--blocks 11] [--steps 4] [--threads N] [--floor]
 """
 import argparse
 import os
@@ -45,6 +49,34 @@ def preconditioners(update_period=4):
     return pres
 
 
+class GemmOnly:
+    """A preconditioner that does only the two N x D x R GEMMs per call, with a fixed W."""
+
+    def __init__(self, rank, dim, seed):
+        self.W = torch.randn(rank, dim, generator=torch.Generator().manual_seed(seed)) / dim
+        self.out = None
+
+    def precondition(self, X, reuse=True):
+        if self.out is None:
+            self.out = torch.empty_like(X)
+        return torch.addmm(X, torch.mm(X, self.W.t()), self.W, alpha=-1.0, out=self.out), X.new_ones(())
+
+    def precondition_with_ones(self, X, reuse=True):
+        W_x, w_1 = self.W[:, :-1], self.W[:, -1]
+        H = torch.addmm(w_1, X, W_x.t())
+        if self.out is None:
+            self.out = torch.empty_like(X)
+        return torch.addmm(X, H, W_x, alpha=-1.0, out=self.out), torch.mv(H, w_1).neg_().add_(1.0), X.new_ones(())
+
+
+def gemm_only_preconditioners():
+    pres = []
+    for i, (din, dout) in enumerate(zip(DIMS[:-1], DIMS[1:])):
+        r_in, r_out = default_ranks(din, dout)
+        pres.append((GemmOnly(r_in, din + 1, 2 * i), GemmOnly(r_out, dout, 2 * i + 1)))
+    return pres
+
+
 def step(params, x, y, lr, pres=None):
     h = x
     for i, (w, b) in enumerate(params):
@@ -76,6 +108,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=11, help="measured blocks per method")
     ap.add_argument("--steps", type=int, default=4, help="steps per block (multiple of 4)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--floor", action="store_true", help="also time the GEMM-only preconditioner (the floor)")
     args = ap.parse_args()
     heap.keep_freed_memory()
     if args.threads:
@@ -91,13 +124,22 @@ def main():
     def ng():
         step(params, x, y, lr, pres)
 
+    floor_pres = gemm_only_preconditioners()
+
+    def floor():
+        step(params, x, y, lr, floor_pres)
+
     # Warm-up: past the NG initialisation and its 10 forced updates, and the allocator.
     timed(plain, 3)
     timed(ng, 14)
-    t_plain, t_ng = [], []
+    if args.floor:
+        timed(floor, 3)
+    t_plain, t_ng, t_floor = [], [], []
     for _ in range(args.blocks):
         t_plain.append(timed(plain, args.steps))
         t_ng.append(timed(ng, args.steps))
+        if args.floor:
+            t_floor.append(timed(floor, args.steps))
     wall_p, wall_n = [t[0] for t in t_plain], [t[0] for t in t_ng]
     cpu_p, cpu_n = [t[1] for t in t_plain], [t[1] for t in t_ng]
     mp, mn = statistics.median(wall_p), statistics.median(wall_n)
@@ -111,6 +153,10 @@ def main():
               f"(blocks: {' '.join(f'{1000 * t:.1f}' for t in blocks)})")
     print(f"ratio of medians {mn / mp:.3f}; of fastest blocks {min(wall_n) / min(wall_p):.3f}; "
           f"of process CPU time (paired median) {cpu_paired:.3f}")
+    if args.floor:
+        wall_f = [t[0] for t in t_floor]
+        print(f"{'GEMM-only step:':16s}median {1000 * statistics.median(wall_f):.1f} ms; floor ratio "
+              f"(median of paired blocks) {statistics.median(f / p for p, f in zip(wall_p, wall_f)):.3f}")
     print(f"P1 ratio NG-SGD / plain SGD step time (median of paired blocks): {paired:.3f} (goal <= 1.15)")
 
 
