@@ -7,7 +7,8 @@ interleaved in one process: plain and NG blocks alternate, each block a multiple
 update period so update and skip calls are both in it. The P1 ratio is the median over
 adjacent (plain, NG) block pairs of their time ratio, which cancels slow drifts in machine
 load. Also printed: the ratio of the per-method medians, of the fastest blocks, and of process
-CPU time, with the load average: on a shared machine, trust a run whose blocks agree.
+CPU time, with the load average: on a shared machine, trust a run whose blocks agree; and the
+NG steps split into those that update the Fisher estimates (every 4th) and the others.
 --floor adds a third method, alternating with the two: the same step whose preconditioners only
 run the two thin GEMMs per side (H = X W^T, X - H W, W fixed: no norms, no updates, no host
 work), the least any implementation of Kaldi's algorithm pays in torch GEMMs. Its ratio to the
@@ -127,8 +128,13 @@ def main():
     def plain():
         step(params, x, y, lr)
 
+    by_kind = {True: [], False: []}  # NG step times: does the step update the estimates?
+
     def ng():
+        updating = pres[0][0].updating()
+        start = time.perf_counter()
         step(params, x, y, lr, pres)
+        by_kind[updating].append(time.perf_counter() - start)
 
     floor_pres = gemm_only_preconditioners() if args.floor else None
 
@@ -140,6 +146,7 @@ def main():
     timed(ng, 14)
     if args.floor:
         timed(floor, 3)
+    by_kind[True].clear(), by_kind[False].clear()
     t_plain, t_ng, t_floor = [], [], []
     for _ in range(args.blocks):
         t_plain.append(timed(plain, args.steps))
@@ -158,6 +165,8 @@ def main():
               f"(blocks: {' '.join(f'{1000 * t:.1f}' for t in blocks)})")
     print(f"ratio of medians {mn / mp:.3f}; of fastest blocks {min(wall_n) / min(wall_p):.3f}; "
           f"of process CPU time (paired median) {cpu_paired:.3f}")
+    print(f"NG-SGD steps that update the estimates (every {pres[0][0].update_period}th): median "
+          f"{1000 * statistics.median(by_kind[True]):.1f} ms; the others {1000 * statistics.median(by_kind[False]):.1f} ms")
     if args.floor:
         wall_f = [t[0] for t in t_floor]
         print(f"{'GEMM-only step:':16s}median {1000 * statistics.median(wall_f):.1f} ms; floor ratio "

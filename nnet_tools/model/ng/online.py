@@ -20,6 +20,7 @@ re-orthogonalisation check adds one more R x R fetch.
 import contextlib
 import math
 
+import numpy as np
 import torch
 
 from nnet_tools.errors import NnetError
@@ -225,8 +226,7 @@ class OnlineNaturalGradient:
         R = self.rank
         host = packed.to(**_CPU64)  # the one host sync of an update
         L, K, tr_x = host[:R * R].view(R, R), host[R * R:2 * R * R].view(R, R), float(host[-1])
-        with _one_thread():
-            A, coeff, d1, rho1, sqrt_e1, reorth = self._solve_rank_problem(N, D, L, K, tr_x)
+        A, coeff, d1, rho1, sqrt_e1, reorth = self._solve_rank_problem(N, D, L, K, tr_x)
         # W_{t+1} = A_t B_t with B_t = J_t + (1-eta)/(eta/N) (D_t + rho_t I) W_t, formed in J_t.
         to_dev = {"device": J.device, "dtype": J.dtype}
         W1 = torch.mm(A.to(**to_dev), J.addcmul_(coeff.to(**to_dev)[:, None], self.W))
@@ -235,45 +235,48 @@ class OnlineNaturalGradient:
         self.W, self.d, self.rho = W1, d1, torch.tensor(rho1, **_CPU64)
 
     def _solve_rank_problem(self, N, D, L, K, tr_x):
-        """The rank x rank part of the update, on the host in float64 (scalars as Python
-        floats: this runs every update on tiny tensors, so the op count is the cost)."""
+        """The rank x rank part of the update, on the host in float64. It runs every update on
+        tiny arrays, so the op count is its cost: numpy's elementwise ops cost a fraction of
+        torch's dispatch; the eigendecomposition stays in torch (its LAPACK, on one thread)."""
         R, alpha = self.rank, self.alpha
         eta = self.eta(N)
         eta_n, eta1 = eta / N, 1.0 - eta
-        d, rho = self.d, float(self.rho)
+        d, rho = self.d.numpy(), float(self.rho)
         d_sum = float(d.sum())
         beta = rho * (1.0 + alpha) + alpha * d_sum / D
-        inv_sqrt_e = (beta / d + 1.0).sqrt()             # e_ii = 1 / (beta/d_ii + 1)
+        inv_sqrt_e = np.sqrt(beta / d + 1.0)             # e_ii = 1 / (beta/d_ii + 1)
         d_rho = d + rho                                  # diag(D_t + rho_t I)
         # Z_t = Y_t Y_t^T with Y_t = R_t T_t, from K and L (header's eqn:Zt):
         # E^-1/2 [(eta/N)^2 K + (eta/N)(1-eta)(L (D+rho) + (D+rho) L)] E^-1/2 + (1-eta)^2 (D+rho)^2.
         # eigh reads one triangle, which symmetrises K and L as Kaldi does explicitly.
-        Z = torch.addcmul(K * eta_n ** 2, L, d_rho[:, None] + d_rho[None, :], value=eta_n * eta1)
-        Z *= torch.outer(inv_sqrt_e, inv_sqrt_e)
-        Z.diagonal().add_(d_rho.square(), alpha=eta1 ** 2)
+        Z = K.numpy() * eta_n ** 2 + L.numpy() * (d_rho[:, None] + d_rho[None, :]) * (eta_n * eta1)
+        Z *= np.multiply.outer(inv_sqrt_e, inv_sqrt_e)
+        Z.flat[::R + 1] += d_rho * d_rho * eta1 ** 2
         # Z scales with the 4th power of the data: normalise before the eigendecomposition.
-        z_scale = max(float(Z.trace()), 1.0)
+        z_scale = max(float(np.trace(Z)), 1.0)
+        Z /= z_scale
         try:
-            c, U = torch.linalg.eigh(Z / z_scale)
+            with _one_thread():
+                c, U = torch.linalg.eigh(torch.from_numpy(Z))
         except torch.linalg.LinAlgError:
             raise NnetError("natural gradient: the eigendecomposition of the Fisher estimate failed, as its "
                             "inputs or derivatives are not finite (NaN or inf)") from None
-        c, U = c.flip(0) * z_scale, U.flip(1)            # descending, as Kaldi's SortSvd
-        c_first, c_last = c[[0, -1]].tolist()
+        c, U = c.numpy()[::-1] * z_scale, U.numpy()[:, ::-1]  # descending, as Kaldi's SortSvd
         c_floor = (rho * eta1) ** 2
-        reorth = c_first > _CONDITION_THRESHOLD * c_last or c_last < c_floor
-        sqrt_c = c.clamp_(min=c_floor).sqrt()            # still descending
+        reorth = bool(c[0] > _CONDITION_THRESHOLD * c[-1] or c[-1] < c_floor)
+        sqrt_c = np.sqrt(np.maximum(c, c_floor))         # still descending
         # rho_{t+1} keeps tr(F_{t+1}) = tr(T_t); then floor rho and d absolutely and relatively.
         rho1 = (eta_n * tr_x + eta1 * (D * rho + d_sum) - float(sqrt_c.sum())) / (D - R)
         floor = max(self.epsilon, self.delta * float(sqrt_c[0]))
-        d1 = (sqrt_c - rho1).clamp_(min=floor)
+        d1 = np.maximum(sqrt_c - rho1, floor)
         rho1 = max(rho1, floor)
         beta1 = rho1 * (1.0 + alpha) + alpha * float(d1.sum()) / D
-        sqrt_e1 = (beta1 / d1 + 1.0).rsqrt()
+        sqrt_e1 = 1.0 / np.sqrt(beta1 / d1 + 1.0)
         # A_t = (eta/N) E_{t+1}^{1/2} C_t^{-1/2} U_t^T E_t^{-1/2}
-        A = U.t() * torch.outer(sqrt_e1 / sqrt_c * eta_n, inv_sqrt_e)
+        A = U.T * np.multiply.outer(sqrt_e1 / sqrt_c * eta_n, inv_sqrt_e)
         coeff = d_rho * (eta1 / eta_n)
-        return A, coeff, d1, rho1, sqrt_e1, reorth
+        return (torch.from_numpy(A), torch.from_numpy(coeff), torch.from_numpy(d1), rho1,
+                torch.from_numpy(sqrt_e1), reorth)
 
     def _reorthogonalize(self, W1, sqrt_e1):
         """Make R_{t+1} = E^{-1/2} W_{t+1} orthonormal again: W <- E^{1/2} C^{-1} E^{-1/2} W with
