@@ -24,6 +24,12 @@ def select(use_gpu):
     return torch.device("cpu")
 
 
+MAX_THREADS = 1024  # far beyond any node; torch's thread pools crash on absurd counts
+
+
 def set_threads(num_threads):
+    """--num-threads: 0 keeps torch's default."""
+    if not 0 <= num_threads <= MAX_THREADS:
+        raise NnetError(f"--num-threads must be 0 (torch's default) or 1..{MAX_THREADS}, got {num_threads}")
     if num_threads > 0:
         torch.set_num_threads(num_threads)

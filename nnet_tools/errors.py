@@ -7,3 +7,11 @@ class NnetError(Exception):
     The message is one line naming the file, the key (if any) and what is wrong, e.g.
     ``data/train/feats.scp: utt 'u12': feature dim 40 does not match the model's 13``.
     """
+
+
+def read_error(path, what, error):
+    """The NnetError for a text file that could not be read (OSError) or decoded (not UTF-8)."""
+    if isinstance(error, UnicodeDecodeError):
+        return NnetError(f"{path}: {what} is not UTF-8 text (byte {error.object[error.start]:#04x} "
+                         f"at offset {error.start})")
+    return NnetError(f"{path}: cannot read {what}: {error.strerror}")

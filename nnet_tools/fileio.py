@@ -108,8 +108,17 @@ def writing(path):
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside ``path``; rename it over ``path`` only on success."""
+    """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
+
+    A symbolic link is written through (its target is replaced, the link kept). A device or
+    FIFO (``ark:/dev/null``, a named pipe) cannot be replaced: it is written in place."""
     path = os.fspath(path)
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+        with writing(path):
+            yield path
+        return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)

@@ -205,7 +205,7 @@ def test_merge_refuses_sub_models_that_do_not_belong_together(split_dir, tmp_pat
     (tmp_path / "sums.yaml").write_text(part.read_text().replace("- 8\n", "- 9\n", 1))
     with pytest.raises(NnetError, match=r"blocks: b: need 3 positive sizes summing to 24"):
         partition.load(tmp_path / "sums.yaml")
-    with pytest.raises(NnetError, match="--noise-fraction must be >= 0"):
+    with pytest.raises(NnetError, match="--noise-fraction must be finite and >= 0"):
         partition.merge(models, expected, noise_fraction=-1)
 
 

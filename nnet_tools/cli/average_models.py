@@ -2,8 +2,16 @@ import click
 
 from nnet_tools.train import average
 from nnet_tools.model import model_io
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.cli.common import program
+
+
+def parse_weights(text):
+    try:
+        return [float(x) for x in text.split(":")]
+    except ValueError:
+        raise NnetError(f"--weights: expected colon-separated numbers w1:w2:..., got {text!r}") from None
 
 
 @click.command()
@@ -23,6 +31,6 @@ def main(models, weights):
     *inputs, out = models
     if not inputs:
         raise click.UsageError("need at least one input model and the output model")
-    w = average.normalized_weights(None if weights is None else [float(x) for x in weights.split(":")], len(inputs))
+    w = average.normalized_weights(None if weights is None else parse_weights(weights), len(inputs))
     model_io.save(average.average_files(list(inputs), w), out)
     logger.info(f"Averaged parameters of {len(inputs)} neural nets, and wrote to {out}")

@@ -25,6 +25,10 @@ def program(name):
             except NnetError as e:
                 print(f"ERROR ({name}) {e}", file=sys.stderr, flush=True)
                 sys.exit(1)
+            except UnicodeDecodeError as e:  # a text input no reader named: still one line
+                print(f"ERROR ({name}) an input text file is not UTF-8 (byte {e.object[e.start]:#04x} "
+                      f"at offset {e.start})", file=sys.stderr, flush=True)
+                sys.exit(1)
             except KeyboardInterrupt:
                 print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)
                 sys.exit(130)

@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from nnet_tools.data import tables
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, read_error
 from nnet_tools.log import logger
 
 VAR_FLOOR = 1.0e-20  # Kaldi's floor on the variance in ApplyCmvn
@@ -98,8 +98,8 @@ def read_spk2utt(path):
     try:
         with open(path) as f:
             lines = [line.split() for line in f]
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read spk2utt: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "spk2utt", e) from None
     spk2utt = {}
     for n, fields in enumerate(lines, 1):
         if len(fields) < 2:
@@ -114,8 +114,8 @@ def _read_pairs(path, what):
     try:
         with open(path) as f:
             lines = [line.split() for line in f]
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read {what}: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, what, e) from None
     seen = set()
     for n, fields in enumerate(lines, 1):
         if len(fields) != 2:

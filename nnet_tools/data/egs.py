@@ -154,6 +154,26 @@ def write_archive(path, inputs, labels, keys, left_context, right_context, compr
         w.write(inputs, labels, keys)
 
 
+# A target id this large is a corrupt alignment, not a model: its output layer would not fit in memory.
+MAX_TARGETS = 1 << 24
+
+_HEADER_COUNTS = ("num_egs", "frames_per_eg", "left_context", "right_context", "feat_dim",
+                  "inputs_offset", "labels_offset", "keys_offset", "keys_bytes")
+
+
+def _check_header(h, path):
+    """The header's counts and offsets are non-negative integers (a frame and a dim at least 1)."""
+    if not isinstance(h, dict):
+        raise NnetError(f"{path}: corrupt egs archive: its header is not a mapping")
+    need = _HEADER_COUNTS + (("ranges_offset",) if h.get("compress") else ())
+    for key in need:
+        value = h.get(key)
+        least = 1 if key in ("frames_per_eg", "feat_dim") else 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise NnetError(f"{path}: corrupt egs archive: header field {key} is {value!r}, "
+                            f"expected an integer >= {least}")
+
+
 class EgsArchive:
     """Read-only view of an archive: ``.inputs`` and ``.labels`` are memory maps (``.inputs`` holds
     the uint16 codes of a compressed archive, ``.ranges`` their per-eg (min, range)); ``rows`` and
@@ -172,6 +192,7 @@ class EgsArchive:
             raise NnetError(f"{self.path}: no such egs archive") from None
         except (OSError, ValueError) as e:
             raise NnetError(f"{self.path}: unreadable egs archive ({e})") from None
+        _check_header(h, self.path)
         self.num_egs, self.frames_per_eg = h["num_egs"], h["frames_per_eg"]
         self.left_context, self.right_context, self.feat_dim = h["left_context"], h["right_context"], h["feat_dim"]
         rows = self.left_context + self.frames_per_eg + self.right_context
@@ -186,10 +207,13 @@ class EgsArchive:
         self.ranges = None
         if self.num_egs:
             # .inputs: float32 values, or for a compressed archive the uint16 codes (see windows()).
-            self.inputs = np.memmap(self.path, dtype, "r", h["inputs_offset"], (self.num_egs, rows, self.feat_dim))
-            self.labels = np.memmap(self.path, np.int32, "r", h["labels_offset"], (self.num_egs, self.frames_per_eg))
-            if self.compress:
-                self.ranges = np.memmap(self.path, np.float32, "r", h["ranges_offset"], (self.num_egs, 2))
+            try:
+                self.inputs = np.memmap(self.path, dtype, "r", h["inputs_offset"], (self.num_egs, rows, self.feat_dim))
+                self.labels = np.memmap(self.path, np.int32, "r", h["labels_offset"], (self.num_egs, self.frames_per_eg))
+                if self.compress:
+                    self.ranges = np.memmap(self.path, np.float32, "r", h["ranges_offset"], (self.num_egs, 2))
+            except (ValueError, OverflowError) as e:  # offsets and sizes beyond the file
+                raise NnetError(f"{self.path}: corrupt egs archive: {e}") from None
         else:
             self.inputs = np.zeros((0, rows, self.feat_dim), dtype)
             self.labels = np.zeros((0, self.frames_per_eg), np.int32)
@@ -211,6 +235,9 @@ class EgsArchive:
         top = int(self.labels.max()) if self.num_egs else -1
         if top >= model.output_dim:
             raise NnetError(f"{self.path}: target id {top} >= model output dim {model.output_dim}")
+        low = int(self.labels.min()) if self.num_egs else -1
+        if low < -1:  # -1 marks a frame without a target; nothing writes less
+            raise NnetError(f"{self.path}: target id {low} < 0 (corrupt archive?)")
 
     def windows(self, index, frame, left, right):
         """Model input windows [B, left+1+right, D] for label position ``frame`` of egs ``index``."""

@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 
 from nnet_tools.data.cmvn import format_cmvn_opts
-from nnet_tools.data.egs import ArchiveWriter
+from nnet_tools.data.egs import MAX_TARGETS, ArchiveWriter
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import temp_dir, write_text, writing
 from nnet_tools.log import logger
@@ -83,6 +83,9 @@ def scan_targets(rspecifier, num_targets=None):
                 raise NnetError(f"{rspecifier}: utterance '{key}': negative target id {lo}")
             if num_targets is not None and hi >= num_targets:
                 raise NnetError(f"{rspecifier}: utterance '{key}': target id {hi} >= --num-targets {num_targets}")
+            if num_targets is None and hi >= MAX_TARGETS:  # an output layer that wide would not fit in memory
+                raise NnetError(f"{rspecifier}: utterance '{key}': target id {hi} is implausibly large "
+                                f"(>= {MAX_TARGETS}); pass --num-targets if it is meant")
             max_id = max(max_id, hi)
         lengths[key] = ids.size
     return lengths, max_id

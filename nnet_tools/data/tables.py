@@ -259,7 +259,11 @@ def _entries(rspecifier, value_type, is_pipe):
     try:
         while not impl.done:
             kaldi.log_pending()  # reading went on, so earlier warnings were harmless
-            key = impl.key
+            try:
+                key = impl.key
+            except UnicodeDecodeError as e:
+                which = f"the key after '{key}'" if key is not None else "the first key"
+                raise NnetError(f"{kaldi.name}: {which} is not UTF-8 text (byte {e.object[e.start]:#04x})") from None
             yield key, kaldi(value_then_next, key=key)
         finished = True
     finally:

@@ -1,5 +1,5 @@
 """Kaldi's line-per-record text files (text, lexicon.txt, wav.scp, ...)."""
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import read_error
 
 
 def records(path):
@@ -7,6 +7,6 @@ def records(path):
     try:
         with open(path) as f:
             lines = f.readlines()
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "the file", e) from None
     return [(n, line.split(), line) for n, line in enumerate(lines, 1) if line.split()]

@@ -21,11 +21,12 @@ as xconfig's ``relu-batchnorm-layer input=Append(-1,0,1)`` (a TDNN layer); defau
 The model's context is then that of the whole chain (see ``context``).
 """
 import copy
+import math
 import re
 
 import yaml
 
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, read_error
 
 NONLINEARITIES = ("relu", "tanh", "sigmoid")
 NG_KEYS = ("rank-in", "rank-out", "update-period", "num-samples-history", "alpha")
@@ -86,11 +87,30 @@ def _layer_parts(kind, where):
 
 def _number(value, key, where, lo, hi=None):
     """value as a float within [lo, hi], or one clear error naming the layer and key."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not (lo <= value and (hi is None or value <= hi)):
         bound = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
         raise NnetError(f"{where}: {key} must be a number {bound}, got {value!r}")
     return float(value)
+
+
+def _optional_number(value, key, where):
+    """None (the default, e.g. 1/sqrt(fan-in)) or a finite number >= 0."""
+    return None if value is None else _number(value, key, where, 0.0)
+
+
+def _ng_option(key, value, where):
+    """A natural-gradient option (NG_KEYS), checked as OnlineNaturalGradient would check it."""
+    if key in ("rank-in", "rank-out", "update-period"):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise NnetError(f"{where}: {key} must be a positive integer, got {value!r}")
+        return value
+    if key == "num-samples-history":
+        if _number(value, key, where, 0.0, 1.0e6) == 0.0:
+            raise NnetError(f"{where}: {key} must be a number in (0, 1e+06], got {value!r}")
+        return value
+    _number(value, key, where, 0.0)  # alpha
+    return value
 
 
 def normalize(raw, where="<config>"):
@@ -137,7 +157,8 @@ def normalize(raw, where="<config>"):
         out = {"name": name, "parts": parts, "dim": dim,
                "max-change": _number(layer.get("max-change", 1.5 if is_output else 0.75), "max-change", f"{lw} ({name})", 0.0),
                "learning-rate-factor": _number(layer.get("learning-rate-factor", 1.0), "learning-rate-factor", f"{lw} ({name})", 0.0),
-               "param-stddev": layer.get("param-stddev", 0.0 if is_output else None),
+               "param-stddev": _optional_number(layer.get("param-stddev", 0.0 if is_output else None),
+                                                "param-stddev", f"{lw} ({name})"),
                "bias-stddev": _number(layer.get("bias-stddev", 0.0 if is_output else 1.0), "bias-stddev", f"{lw} ({name})", 0.0),
                "natural-gradient": ng}
         if i > 0 and "splice" in layer:
@@ -151,7 +172,7 @@ def normalize(raw, where="<config>"):
             out["l2-regularize"] = _number(layer["l2-regularize"], "l2-regularize", f"{lw} ({name})", 0.0)
         for key in NG_KEYS:
             if key in layer:
-                out[key] = layer[key]
+                out[key] = _ng_option(key, layer[key], f"{lw} ({name})")
         layers.append(out)
     return {"input-dim": input_dim,
             "splice": parse_splice(raw.get("splice", [0]), where),
@@ -163,8 +184,8 @@ def load(path):
     try:
         with open(path) as f:
             raw = yaml_load(f)
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read model config: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "model config", e) from None
     except yaml.YAMLError as e:
         raise NnetError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     return normalize(raw, str(path))

@@ -51,6 +51,8 @@ def read(path, mmap=False):
         raise NnetError(f"{path}: not an nnet-tools model file (no '{FORMAT}' header)")
     if blob.get("version") != VERSION:
         raise NnetError(f"{path}: model file version {blob.get('version')} is not supported (want {VERSION})")
+    if not isinstance(blob.get("config"), dict) or not isinstance(blob.get("state"), dict):
+        raise NnetError(f"{path}: corrupt model file (its config or its parameters are missing)")
     return blob
 
 
@@ -77,7 +79,9 @@ def load(path, with_priors=False):
             model.set_presoftmax_scale(state[scale_key])
         model.load_state_dict(state)
     except (RuntimeError, NnetError) as e:
-        raise NnetError(f"{path}: parameters do not match its config: {str(e).splitlines()[0]}") from None
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else lines[0]
+        raise NnetError(f"{path}: parameters do not match its config: {first_sentence(detail, 240)}") from None
     return (model, blob.get("priors")) if with_priors else model
 
 

@@ -21,6 +21,7 @@ The split's metadata (k, the full config, each hidden layer's blocks) is a parti
 beside the initial sub-models; the merge checks the trained sub-models against it.
 """
 import copy
+import math
 import zipfile
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ import yaml
 
 from nnet_tools.model import config as config_mod
 from nnet_tools.model import model_io
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, read_error
 from nnet_tools.fileio import write_text
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
@@ -121,8 +122,8 @@ def load(path):
     try:
         with open(path) as f:
             raw = config_mod.yaml_load(f)
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read partition file: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "partition file", e) from None
     except yaml.YAMLError as e:
         raise NnetError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
@@ -201,10 +202,12 @@ def merge(models, part, output_scale=None, noise_fraction=0.02, generator=None):
     """The full model from k trained sub-models (see the module doc); returns (model, noise table).
 
     The noise table lists (tensor name, max|P|, noise amplitude) for each noised tensor."""
-    if noise_fraction < 0:
-        raise NnetError(f"--noise-fraction must be >= 0, got {noise_fraction}")
+    if not 0 <= noise_fraction < math.inf:
+        raise NnetError(f"--noise-fraction must be finite and >= 0, got {noise_fraction}")
     k = part.k
     scale = 1.0 / k if output_scale is None else float(output_scale)
+    if not math.isfinite(scale):
+        raise NnetError(f"--output-scale must be finite, got {scale}")
     full = Nnet(part.config)
     hidden = [_slices(sizes) for sizes in part.blocks]
     last = len(full.layers) - 1
@@ -243,6 +246,9 @@ def add_noise(model, fraction, generator=None):
 def merge_files(paths, out, partition_file=None, output_scale=None, noise_fraction=0.02, srand=0):
     """nnet-merge-submodels: load, check, merge, add noise, write; logs what it did."""
     models = [model_io.load(p) for p in paths]
+    for model, path in zip(models, paths):
+        if bad := model.nonfinite():
+            raise NnetError(f"{path}: non-finite values (NaN or inf) in {', '.join(bad)}; refusing to merge it")
     part = partition_of(models, paths, load(partition_file) if partition_file else None, partition_file)
     scale = 1.0 / part.k if output_scale is None else output_scale
     merged, noise = merge(models, part, scale, noise_fraction, torch.Generator().manual_seed(srand))

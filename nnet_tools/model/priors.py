@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from nnet_tools.data import tables, vectors
+from nnet_tools.data.egs import MAX_TARGETS
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
@@ -22,6 +23,8 @@ PRIOR_FLOOR = 1.0e-15
 def count_pdfs(targets_rspecifier, counts_dim=None):
     """Occurrences of each pdf-id in an int-vector table (e.g. ``ark:ali-to-pdf ... |``) as
     float64 counts of length ``counts_dim`` (default: the largest id + 1), as analyze-counts."""
+    if counts_dim is not None and not 0 < counts_dim <= MAX_TARGETS:
+        raise NnetError(f"--counts-dim must be in [1, {MAX_TARGETS}], got {counts_dim}")
     counts = np.zeros(counts_dim or 0)
     for key, ids in tables.read_int_vectors(targets_rspecifier):
         if not ids.size:
@@ -31,6 +34,8 @@ def count_pdfs(targets_rspecifier, counts_dim=None):
         top = int(ids.max())
         if counts_dim is not None and top >= counts_dim:
             raise NnetError(f"{targets_rspecifier}: utterance '{key}': pdf-id {top} >= --counts-dim {counts_dim}")
+        if top >= MAX_TARGETS:
+            raise NnetError(f"{targets_rspecifier}: utterance '{key}': pdf-id {top} is implausibly large (>= {MAX_TARGETS})")
         if top >= len(counts):
             counts = np.concatenate([counts, np.zeros(top + 1 - len(counts))])
         counts += np.bincount(ids, minlength=len(counts))

@@ -4,6 +4,8 @@ models, parameters and stored statistics (batch-norm) alike.
 ``average_files`` streams, as nnet3-average does: whatever the number of models it holds the
 output model and one tensor of one input at a time (inputs are memory-mapped and re-opened per
 tensor, so no input's pages stay mapped), and sums each tensor in float64."""
+import math
+
 import torch
 
 from nnet_tools.errors import NnetError
@@ -46,8 +48,9 @@ def non_finite_message(path, names):
 def normalized_weights(weights, n):
     if weights is None:
         return [1.0 / n] * n
-    if len(weights) != n or any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise NnetError(f"--weights: need {n} non-negative weights with a positive sum, got {weights}")
+    if (len(weights) != n or not all(math.isfinite(w) and w >= 0 for w in weights)
+            or not 0 < sum(weights) < math.inf):
+        raise NnetError(f"--weights: need {n} finite non-negative weights with a positive sum, got {weights}")
     total = sum(weights)
     if abs(total - 1.0) > 0.01:
         logger.warning(f"Weights sum to {total}, normalizing to sum to one.")

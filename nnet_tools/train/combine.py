@@ -63,6 +63,8 @@ def combine(sources, windows, labels, max_objective_evaluations=30, device="cpu"
     """sources: models or model files, newest first. Returns (combined model, n used, initial objf,
     final objf). Every source is checked (same structure as the first, finite) before any scoring."""
     names = [str(s) if not isinstance(s, torch.nn.Module) else f"model {i + 1}" for i, s in enumerate(sources)]
+    if max_objective_evaluations < 1:
+        raise NnetError(f"--max-objective-evaluations must be >= 1, got {max_objective_evaluations}")
     step = math.ceil(len(sources) / max_objective_evaluations)
     best_n = 1
     for n, running in _running(sources, len(sources)):

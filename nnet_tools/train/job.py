@@ -36,6 +36,18 @@ class TrainOptions:
     store_component_stats: bool = True       # accumulate them over this job's frames
 
     def check(self):
+        if not 0 <= self.learning_rate < math.inf:
+            raise NnetError(f"--learning-rate must be finite and >= 0, got {self.learning_rate}")
+        if not 0 <= self.momentum < 1:
+            raise NnetError(f"--momentum must be in [0, 1), got {self.momentum}")
+        if not 0 <= self.max_param_change < math.inf:
+            raise NnetError(f"--max-param-change must be finite and >= 0 (0: no limit), got {self.max_param_change}")
+        if self.shuffle_buffer_size < 0:
+            raise NnetError(f"--shuffle-buffer-size must be >= 0 (0: full shuffle), got {self.shuffle_buffer_size}")
+        if not 0 <= self.srand < 2 ** 63:
+            raise NnetError(f"--srand must be in [0, 2^63), got {self.srand}")
+        if self.print_interval < 1:
+            raise NnetError(f"--print-interval must be >= 1, got {self.print_interval}")
         if not self.l2_regularize_factor >= 0:
             raise NnetError(f"--l2-regularize-factor must be >= 0, got {self.l2_regularize_factor}")
         if not self.backstitch_training_scale >= 0:

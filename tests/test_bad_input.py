@@ -1,0 +1,146 @@
+"""Inputs no other test feeds the programs (found by trying them on broken data): each is one
+NnetError line naming what is wrong, never a traceback, a crash or a NaN model written."""
+import json
+import math
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SMALL_CONFIG
+from nnet_tools import device, fileio
+from nnet_tools.cli.average_models import parse_weights
+from nnet_tools.data import egs, tables
+from nnet_tools.errors import NnetError
+from nnet_tools.model import config, model_io, partition
+from nnet_tools.model.nnet import Nnet
+from nnet_tools.train import average, job
+
+
+def test_a_fifo_is_written_in_place_and_a_link_through_to_its_target(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    fileio.write_text(fifo, "through the pipe")
+    reader.join(10)
+    assert got == ["through the pipe"] and fifo.is_fifo()   # not replaced by a regular file
+    (tmp_path / "link").symlink_to("target")
+    fileio.write_text(tmp_path / "link", "x")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "target").read_text() == "x"
+
+
+@pytest.mark.parametrize("weights", [[math.nan, 1.0], [math.inf, 1.0], [1e308, 1e308]])
+def test_average_weights_must_be_finite(weights):
+    with pytest.raises(NnetError, match="finite non-negative weights"):
+        average.normalized_weights(weights, 2)
+
+
+def test_average_weights_that_are_not_numbers():
+    with pytest.raises(NnetError, match=r"--weights: expected colon-separated numbers .*'1::2'"):
+        parse_weights("1::2")
+
+
+def test_merge_refuses_a_nan_sub_model_and_non_finite_options(tmp_path):
+    cfg = config.normalize({"input-dim": 6, "layers": [{"name": "h", "type": "relu", "dim": 8},
+                                                         {"name": "output", "type": "output", "dim": 4}]})
+    partition.split_to_dir(cfg, 2, tmp_path)
+    subs = [str(tmp_path / f"sub.{j}.mdl") for j in (1, 2)]
+    with pytest.raises(NnetError, match="noise-fraction must be finite"):
+        partition.merge_files(subs, tmp_path / "m.mdl", noise_fraction=math.nan)
+    with pytest.raises(NnetError, match="output-scale must be finite"):
+        partition.merge_files(subs, tmp_path / "m.mdl", output_scale=math.inf)
+    model = model_io.load(subs[0])
+    with torch.no_grad():
+        model.layers[0].affine.weight[0, 0] = math.nan
+    model_io.save(model, subs[0])
+    with pytest.raises(NnetError, match=r"sub.1.mdl: non-finite values .*layers.0.affine.weight; refusing to merge"):
+        partition.merge_files(subs, tmp_path / "m.mdl")
+    assert not (tmp_path / "m.mdl").exists()
+
+
+def test_absurd_thread_counts_are_refused():
+    for n in (-1, 100000):
+        with pytest.raises(NnetError, match="--num-threads must be 0"):
+            device.set_threads(n)
+
+
+@pytest.mark.parametrize("option,message", [
+    ("rank-in: -1", "rank-in must be a positive integer"), ("rank-out: 2.5", "rank-out must be a positive integer"),
+    ("update-period: 0", "update-period must be a positive integer"), ("alpha: -1", "alpha must be a number >= 0"),
+    ("num-samples-history: 0", r"num-samples-history must be a number in \(0"),
+    ("param-stddev: .inf", "param-stddev must be a number >= 0"), ("max-change: .inf", "max-change must be")])
+def test_layer_options_out_of_range(tmp_path, option, message):
+    path = tmp_path / "m.yaml"
+    path.write_text(f"input-dim: 6\nlayers:\n  - {{name: h, type: relu, dim: 8, {option}}}\n"
+                    "  - {name: output, type: output, dim: 4}\n")
+    with pytest.raises(NnetError, match=f"m.yaml: layer 1 \\(h\\): {message}"):
+        config.load(path)
+
+
+def test_text_inputs_that_are_not_utf8_name_the_file(tmp_path):
+    (tmp_path / "m.yaml").write_bytes(b"\xff\xfe input-dim: 6\n")
+    with pytest.raises(NnetError, match=r"m.yaml: model config is not UTF-8 text \(byte 0xff at offset 0\)"):
+        config.load(tmp_path / "m.yaml")
+    with tables.MatrixWriter(f"ark,scp:{tmp_path}/f.ark,{tmp_path}/f.scp") as w:
+        w.write("a", np.zeros((2, 3), np.float32))
+    line = (tmp_path / "f.scp").read_bytes()
+    (tmp_path / "f.scp").write_bytes(line + b"\xff\xfe " + line.split(b" ", 1)[1])
+    with pytest.raises(NnetError, match=r"the key after 'a' is not UTF-8 text \(byte 0xff\)"):
+        list(tables.read_matrices(f"scp:{tmp_path}/f.scp"))
+
+
+def corrupt_header(path, **fields):
+    """Rewrite fields of an egs archive's JSON header in place (padded to its length)."""
+    with open(path, "r+b") as f:
+        magic, hlen = f.read(8), int.from_bytes(f.read(8), "little")
+        h = json.loads(f.read(hlen))
+        h.update(fields)
+        text = json.dumps(h).encode()
+        assert len(text) <= hlen
+        f.seek(16)
+        f.write(text.ljust(hlen))
+
+
+@pytest.mark.parametrize("fields,message", [
+    ({"feat_dim": None}, "header field feat_dim is None"), ({"num_egs": -5}, "header field num_egs is -5"),
+    ({"frames_per_eg": 0}, "header field frames_per_eg is 0"), ({"feat_dim": "6"}, "header field feat_dim is '6'"),
+    ({"num_egs": 10 ** 9}, "mmap length")])
+def test_a_corrupt_egs_header_is_one_line(tmp_path, fields, message):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "egs.1.ark"
+    egs.write_archive(path, rng.normal(size=(8, 4, 6)).astype(np.float32),
+                      rng.integers(0, 4, (8, 2)).astype(np.int32), [f"u{i}" for i in range(8)], 1, 1)
+    corrupt_header(path, **fields)
+    with pytest.raises(NnetError, match=f"egs.1.ark: corrupt egs archive: {message}"):
+        egs.EgsArchive(path)
+
+
+def test_a_label_below_minus_one_is_a_corrupt_archive(tmp_path):
+    path = tmp_path / "egs.1.ark"
+    labels = np.zeros((4, 2), np.int32)
+    labels[2, 1] = -3
+    egs.write_archive(path, np.zeros((4, 4, 6), np.float32), labels, [f"u{i}" for i in range(4)], 1, 1)
+    (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
+    model = Nnet(config.load(tmp_path / "m.yaml"))
+    with pytest.raises(NnetError, match="target id -3 < 0"):
+        egs.EgsArchive(path).check_model(model)
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("learning_rate", math.nan, "--learning-rate must be finite"), ("momentum", 1.0, r"--momentum must be in \[0, 1\)"),
+    ("max_param_change", -1.0, "--max-param-change must be finite"), ("srand", -1, "--srand must be in"),
+    ("print_interval", 0, "--print-interval must be >= 1"), ("shuffle_buffer_size", -1, "--shuffle-buffer-size")])
+def test_training_options_out_of_range(option, value, message):
+    opts = job.TrainOptions(**{"learning_rate": 0.001, option: value})
+    with pytest.raises(NnetError, match=message):
+        opts.check()
+
+
+def test_a_model_file_without_its_parameters(tmp_path):
+    torch.save({"format": model_io.FORMAT, "version": model_io.VERSION, "config": {}}, tmp_path / "x.mdl")
+    with pytest.raises(NnetError, match="x.mdl: corrupt model file"):
+        model_io.read(tmp_path / "x.mdl")
