@@ -144,3 +144,26 @@ def test_a_model_file_without_its_parameters(tmp_path):
     torch.save({"format": model_io.FORMAT, "version": model_io.VERSION, "config": {}}, tmp_path / "x.mdl")
     with pytest.raises(NnetError, match="x.mdl: corrupt model file"):
         model_io.read(tmp_path / "x.mdl")
+
+
+def test_a_garbled_log_number_is_nan_in_the_report_not_a_crash(tmp_path):
+    from nnet_tools.report import logparse
+    log = tmp_path / "train.log"
+    log.write_text("Overall average objective function for 'output' is abc over 10 frames\n"
+                   "Overall log-likelihood for 'output' is -1.x per frame\n"
+                   "LOG (x) Relative parameter differences per layer are [ hidden: output:0.5 bare ]\n")
+    assert logparse.train_objective(log) is None
+    assert math.isnan(logparse.compute_prob(log)["log-likelihood"])
+    diffs = logparse.parameter_differences(log)
+    assert math.isnan(diffs["hidden"]) and diffs["output"] == 0.5 and "bare" not in diffs
+
+
+def test_egs_dir_problems_are_one_line(tmp_path):
+    from nnet_tools.data import get_egs
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(NnetError, match="afile/info: write failed: Not a directory"):
+        get_egs._start(str(tmp_path / "afile"))
+    (tmp_path / "egs" / get_egs.ORIG).mkdir(parents=True)
+    (tmp_path / "egs" / get_egs.ORIG / "job.1.json").write_text("[1, 2]\n")
+    with pytest.raises(NnetError, match="job.1.json: not an nnet-get-egs job summary"):
+        get_egs.merge_archive(str(tmp_path / "egs"), 1)

@@ -27,7 +27,7 @@ import numpy as np
 from nnet_tools.data.cmvn import format_cmvn_opts
 from nnet_tools.data.egs import MAX_TARGETS, ArchiveWriter
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import temp_dir, write_text, writing
+from nnet_tools.fileio import temp_dir, write_error, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
@@ -355,7 +355,10 @@ def make_plan(targets_rspecifier, opts, warn=True):
 
 
 def _start(egs_dir):
-    os.makedirs(os.path.join(egs_dir, "info"), exist_ok=True)
+    try:
+        os.makedirs(os.path.join(egs_dir, "info"), exist_ok=True)
+    except OSError as e:  # e.g. EGS_DIR is a file
+        raise write_error(os.path.join(egs_dir, "info"), e) from None
     # A stale num_archives would make this run, if interrupted, look complete.
     stale = os.path.join(egs_dir, "info", "num_archives")
     if os.path.exists(stale):
@@ -486,6 +489,8 @@ def _jobs(egs_dir):
                 summaries.append(json.load(f))
         except (OSError, ValueError) as e:
             raise NnetError(f"{path}: unreadable job summary ({e})") from None
+        if not isinstance(summaries[-1], dict) or not set(SUMMARY_KEYS) <= set(summaries[-1]):
+            raise NnetError(f"{path}: not an nnet-get-egs job summary")
     summaries.sort(key=lambda s: s["job"])
     num_jobs = summaries[0]["num_jobs"] if summaries else 0
     done = [s["job"] for s in summaries]
@@ -520,10 +525,17 @@ def _pieces(egs_dir, summaries, bucket, feat_dim, opts):
     for s in summaries:
         path = os.path.join(egs_dir, ORIG, piece_names(s["job"], s["num_archives"])[bucket])
         n = s["counts"][bucket]
-        if n and os.path.getsize(path) != n * dtype.itemsize:
-            raise NnetError(f"{path}: {os.path.getsize(path)} bytes, expected {n} egs of {dtype.itemsize}")
+        size = os.path.getsize(path) if os.path.exists(path) else None
+        if n and size is None:
+            raise NnetError(f"{path}: missing egs piece of job {s['job']}; run that job again")
+        if n and size != n * dtype.itemsize:
+            raise NnetError(f"{path}: {size} bytes, expected {n} egs of {dtype.itemsize}")
         out.append(np.memmap(path, dtype, "r", shape=(n,)) if n else np.zeros(0, dtype))
     return out
+
+
+SUMMARY_KEYS = ("job", "num_jobs", "options", "num_archives", "max_id", "uttlists", "feat_dim", "counts",
+                "train_egs", "train_frames", "errors", "cmvn_opts", "keys")  # what a job's summary holds
 
 
 def merge_archive(egs_dir, k):

@@ -27,6 +27,15 @@ def numbered_logs(exp_dir, pattern):
     return dict(sorted(found.items()))
 
 
+def _float(text):
+    """A number from a log; NaN for a garbled one (a log cut or overwritten mid-line), so one bad
+    line shows as NaN in the report rather than stopping it."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def train_objective(path):
     """The last 'Overall average objective function' of a train log ('a + b = c' -> c).
 
@@ -36,18 +45,18 @@ def train_objective(path):
     found = OBJF_RE.findall(_read(path))
     if not found:
         return None
-    value = float(found[-1][0].split("=")[-1])
+    value = _float(found[-1][0].split("=")[-1])
     return value if math.isfinite(value) else None
 
 
 def compute_prob(path):
     """{'log-likelihood': x, 'accuracy': y} from a compute_prob log (missing keys absent)."""
-    return {key: float(value) for key, value in PROB_RE.findall(_read(path))}
+    return {key: _float(value) for key, value in PROB_RE.findall(_read(path))}
 
 
 def accounting_time(path):
     found = TIME_RE.findall(_read(path))
-    return float(found[-1]) if found else None
+    return _float(found[-1]) if found else None
 
 
 # nnet3-show-progress: "Relative parameter differences per layer are [ tdnn1.affine:0.017 output.affine:0.03 ]"
@@ -68,12 +77,12 @@ def parameter_differences(path, relative=True):
     found = [body for phrase, body in DIFF_RE.findall(_read(path)) if phrase == wanted]
     if not found:
         return {}
-    pairs = (item.rsplit(":", 1) for item in found[-1].split())
-    return {name: float(value) for name, value in pairs}
+    pairs = (item.rsplit(":", 1) for item in found[-1].split() if ":" in item)
+    return {name: _float(value) for name, value in pairs}
 
 
 def _numbers(text):
-    return [float(v) for v in re.split(r"[,\s]+", text.strip()) if v]
+    return [_float(v) for v in re.split(r"[,\s]+", text.strip()) if v]
 
 
 def nonlinearity_stats(path):
@@ -87,7 +96,7 @@ def nonlinearity_stats(path):
             points, values = _numbers(points), _numbers(values)
             if len(points) != len(values):
                 continue
-            summaries[key] = {"percentiles": dict(zip(points, values)), "mean": float(mean), "stddev": float(stddev)}
+            summaries[key] = {"percentiles": dict(zip(points, values)), "mean": _float(mean), "stddev": _float(stddev)}
         if "value-avg" in summaries and "deriv-avg" in summaries:
             stats[name] = {"type": kind, **summaries}
     return stats
@@ -98,4 +107,4 @@ def learning_rate(path):
     text = _read(path)
     header = text.split("\n", 1)[0] if text.startswith("#") else ""
     found = LRATE_RE.search(header)
-    return float(found.group(1)) if found else None
+    return _float(found.group(1)) if found else None
