@@ -438,6 +438,8 @@ def _write_archive(egs_dir, k, pieces, keys, opts, feat_dim, num_archives):
 # --- the parallel form ------------------------------------------------------------------------
 
 ORIG = "orig"   # EGS_DIR/orig: the jobs' pieces and their summaries, removed by finish()
+SUMMARY_KEYS = ("job", "num_jobs", "options", "num_archives", "max_id", "uttlists", "feat_dim", "counts",
+                "train_egs", "train_frames", "errors", "cmvn_opts", "keys")  # what a job's summary holds
 
 
 def piece_names(job, num_archives):
@@ -532,10 +534,6 @@ def _pieces(egs_dir, summaries, bucket, feat_dim, opts):
             raise NnetError(f"{path}: {size} bytes, expected {n} egs of {dtype.itemsize}")
         out.append(np.memmap(path, dtype, "r", shape=(n,)) if n else np.zeros(0, dtype))
     return out
-
-
-SUMMARY_KEYS = ("job", "num_jobs", "options", "num_archives", "max_id", "uttlists", "feat_dim", "counts",
-                "train_egs", "train_frames", "errors", "cmvn_opts", "keys")  # what a job's summary holds
 
 
 def merge_archive(egs_dir, k):
