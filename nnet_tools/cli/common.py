@@ -6,7 +6,7 @@ import sys
 import click
 
 from nnet_tools import log
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, not_utf8
 
 # Kaldi programs exit 1 on bad usage too (a missing argument, a malformed option); click says 2.
 click.exceptions.UsageError.exit_code = 1
@@ -26,8 +26,7 @@ def program(name):
                 print(f"ERROR ({name}) {e}", file=sys.stderr, flush=True)
                 sys.exit(1)
             except UnicodeDecodeError as e:  # a text input no reader named: still one line
-                print(f"ERROR ({name}) an input text file is not UTF-8 (byte {e.object[e.start]:#04x} "
-                      f"at offset {e.start})", file=sys.stderr, flush=True)
+                print(f"ERROR ({name}) an input text file {not_utf8(e)}", file=sys.stderr, flush=True)
                 sys.exit(1)
             except KeyboardInterrupt:
                 print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)

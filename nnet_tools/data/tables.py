@@ -28,7 +28,7 @@ import numpy as np
 # in __del__" traceback whenever opening fails.
 from kaldi_native_io.lib import _kaldi_native_io as _kni
 
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, not_utf8
 from nnet_tools.fileio import atomic_path, disk_full
 from nnet_tools.log import logger
 
@@ -263,7 +263,7 @@ def _entries(rspecifier, value_type, is_pipe):
                 key = impl.key
             except UnicodeDecodeError as e:
                 which = f"the key after '{key}'" if key is not None else "the first key"
-                raise NnetError(f"{kaldi.name}: {which} is not UTF-8 text (byte {e.object[e.start]:#04x})") from None
+                raise NnetError(f"{kaldi.name}: {which} {not_utf8(e, offset=False)}") from None
             yield key, kaldi(value_then_next, key=key)
         finished = True
     finally:
