@@ -115,13 +115,15 @@ def atomic_path(path):
     path = os.fspath(path)
     if os.path.islink(path):
         path = os.path.realpath(path)
-    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+    if os.path.isdir(path):  # checked before anything is written: a file cannot replace it
+        raise NnetError(f"{path}: cannot write: is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
         with writing(path):
             yield path
         return
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         _sweep_once(directory)
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix="." + os.path.basename(path), dir=directory)
         os.close(fd)
@@ -140,11 +142,19 @@ def atomic_path(path):
         raise
 
 
+def make_dirs(directory):
+    """makedirs, but a directory that is a regular file says 'Not a directory' ('File exists' misleads)."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+
+
 @contextlib.contextmanager
 def temp_dir(directory, what):
     """A scratch directory inside ``directory``, removed afterwards (or by the next run if killed)."""
     try:
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         _sweep_once(directory)
         path = tempfile.mkdtemp(prefix=temp_prefix(), suffix="." + what, dir=directory)
     except OSError as e:

@@ -4,12 +4,13 @@ import json
 import math
 import os
 import threading
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG
+from conftest import SMALL_CONFIG, error_line, nan_archive, run, write_egs_dir
 from nnet_tools import device, fileio
 from nnet_tools.cli.average_models import parse_weights
 from nnet_tools.data import egs, tables
@@ -33,6 +34,16 @@ def test_a_fifo_is_written_in_place_and_a_link_through_to_its_target(tmp_path):
     assert (tmp_path / "link").is_symlink() and (tmp_path / "target").read_text() == "x"
 
 
+def test_an_output_that_is_a_directory_or_under_a_file_fails_before_anything_is_written(tmp_path):
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(NnetError, match=r"sub: cannot write: is a directory"):
+        tables.MatrixWriter(f"ark,scp:{tmp_path}/o.ark,{tmp_path}/sub")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NnetError, match=r"file/o.ark: write failed: Not a directory"):
+        tables.MatrixWriter(f"ark:{tmp_path}/file/o.ark")
+    assert sorted(os.listdir(tmp_path)) == ["file", "sub"] and not os.listdir(tmp_path / "sub")
+
+
 @pytest.mark.parametrize("weights", [[math.nan, 1.0], [math.inf, 1.0], [1e308, 1e308]])
 def test_average_weights_must_be_finite(weights):
     with pytest.raises(NnetError, match="finite non-negative weights"):
@@ -44,10 +55,12 @@ def test_average_weights_that_are_not_numbers():
         parse_weights("1::2")
 
 
+SPLIT_CONFIG = {"input-dim": 6, "layers": [{"name": "h", "type": "relu", "dim": 8},
+                                            {"name": "output", "type": "output", "dim": 4}]}
+
+
 def test_merge_refuses_a_nan_sub_model_and_non_finite_options(tmp_path):
-    cfg = config.normalize({"input-dim": 6, "layers": [{"name": "h", "type": "relu", "dim": 8},
-                                                         {"name": "output", "type": "output", "dim": 4}]})
-    partition.split_to_dir(cfg, 2, tmp_path)
+    partition.split_to_dir(config.normalize(SPLIT_CONFIG), 2, tmp_path)
     subs = [str(tmp_path / f"sub.{j}.mdl") for j in (1, 2)]
     with pytest.raises(NnetError, match="noise-fraction must be finite"):
         partition.merge_files(subs, tmp_path / "m.mdl", noise_fraction=math.nan)
@@ -60,6 +73,23 @@ def test_merge_refuses_a_nan_sub_model_and_non_finite_options(tmp_path):
     with pytest.raises(NnetError, match=r"sub.1.mdl: non-finite values .*layers.0.affine.weight; refusing to merge"):
         partition.merge_files(subs, tmp_path / "m.mdl")
     assert not (tmp_path / "m.mdl").exists()
+
+
+def test_a_failed_split_leaves_the_earlier_set_whole(tmp_path, monkeypatch):
+    cfg = config.normalize(SPLIT_CONFIG)
+    partition.split_to_dir(cfg, 2, tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    saved, real_save = [], model_io.save
+
+    def save_then_fail(model, path):  # the second sub-model's write fails
+        if saved:
+            raise NnetError(f"No space left on device: {path}")
+        saved.append(path)
+        real_save(model, path)
+    monkeypatch.setattr(model_io, "save", save_then_fail)
+    with pytest.raises(NnetError, match="No space left"):
+        partition.split_to_dir(cfg, 2, tmp_path, srand=7)
+    assert saved and {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_absurd_thread_counts_are_refused():
@@ -79,6 +109,21 @@ def test_layer_options_out_of_range(tmp_path, option, message):
                     "  - {name: output, type: output, dim: 4}\n")
     with pytest.raises(NnetError, match=f"m.yaml: layer 1 \\(h\\): {message}"):
         config.load(path)
+
+
+def test_add_deltas_option_bounds_and_an_empty_utterance(tmp_path):
+    x = np.arange(20, dtype=np.float32).reshape(5, 4) ** 2
+    with tables.MatrixWriter(f"ark:{tmp_path}/f.ark") as w:
+        w.write("empty", np.zeros((0, 4), np.float32))
+        w.write("u1", x)
+    assert "--delta-window must be in (0, 1000), got 0" in error_line(
+        run("nnet-add-deltas", "--delta-window", 0, f"ark:{tmp_path}/f.ark", f"ark:{tmp_path}/d.ark"))
+    r = run("nnet-add-deltas", "--delta-order", 1, "--delta-window", 1, f"ark:{tmp_path}/f.ark",
+            f"ark:{tmp_path}/d.ark", check=True)
+    assert "Empty feature matrix for utterance empty" in r.stderr   # Kaldi's warning; skipped
+    (key, d), = tables.read_matrices(f"ark:{tmp_path}/d.ark")
+    padded = np.concatenate([x[:1], x, x[-1:]])                      # edge frames replicated
+    assert key == "u1" and np.allclose(d, np.hstack([x, (padded[2:] - padded[:-2]) / 2]))
 
 
 def test_text_inputs_that_are_not_utf8_name_the_file(tmp_path):
@@ -161,9 +206,31 @@ def test_a_garbled_log_number_is_nan_in_the_report_not_a_crash(tmp_path):
 def test_egs_dir_problems_are_one_line(tmp_path):
     from nnet_tools.data import get_egs
     (tmp_path / "afile").write_text("")
-    with pytest.raises(NnetError, match="afile/info: write failed: Not a directory"):
+    with pytest.raises(NnetError, match="afile: write failed: Not a directory$"):
         get_egs._start(str(tmp_path / "afile"))
     (tmp_path / "egs" / get_egs.ORIG).mkdir(parents=True)
     (tmp_path / "egs" / get_egs.ORIG / "job.1.json").write_text("[1, 2]\n")
     with pytest.raises(NnetError, match="job.1.json: not an nnet-get-egs job summary"):
         get_egs.merge_archive(str(tmp_path / "egs"), 1)
+
+
+def test_combine_and_diagnostic_egs_with_nan_features_are_refused(tmp_path):
+    d = write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=200)
+    nan_archive(d, tmp_path / "combine.egs", index=7)
+    model = Nnet(config.normalize(config.yaml_load(SMALL_CONFIG)))
+    with pytest.raises(NnetError, match=r"combine.egs: eg 7 \('utt7-0'\) has NaN or infinite features"):
+        egs.EgsArchive(tmp_path / "combine.egs").all_frames(model)
+
+
+def test_a_model_file_that_is_empty_truncated_or_not_ours(tmp_path):
+    model_io.save(Nnet(config.normalize(config.yaml_load(SMALL_CONFIG))), tmp_path / "good.mdl")
+    (tmp_path / "empty.mdl").write_bytes(b"")
+    (tmp_path / "text.mdl").write_text("hello\n")
+    (tmp_path / "half.mdl").write_bytes((tmp_path / "good.mdl").read_bytes()[:2000])
+    torch.save({"format": model_io.FORMAT}, tmp_path / "pickle.mdl", _use_new_zipfile_serialization=False)
+    for name, what in (("empty", "empty file"), ("text", "not a zip archive"), ("half", "not a zip archive"),
+                       ("pickle", "not a zip archive")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # torch's warnings about old formats would precede the ERROR line
+            with pytest.raises(NnetError, match=rf"{name}.mdl: not a readable nnet-tools model file \({what}"):
+                model_io.read(tmp_path / f"{name}.mdl", mmap=True)

@@ -158,6 +158,15 @@ def test_missing_speaker_and_utterance(data_dir, tmp_path):
     r = run("nnet-compute-cmvn-stats", f"--spk2utt={d}/spk2utt", f"scp:{d}/feats.scp", f"ark:{tmp_path}/s.ark", check=True)
     assert "'ghost'" in r.stderr and "for 10 utterances; 1 had errors." in r.stderr
     assert "no CMVN" not in r.stderr and sorted(dict(tables.read_double_matrices(f"ark:{tmp_path}/s.ark"))) == ["spkA", "spkB"]
+    # Nothing done at all: exit 1 as Kaldi, but with an ERROR line and no empty archive left.
+    (d / "spk2utt").write_text("spkC ghost phantom\n")
+    r = run("nnet-compute-cmvn-stats", f"--spk2utt={d}/spk2utt", f"scp:{d}/feats.scp", f"ark:{tmp_path}/none.ark")
+    assert "none of the 2 utterances in" in error_line(r) and not (tmp_path / "none.ark").exists()
+    (d / "utt2spk").write_text("ghost spkA\n")
+    r = run("nnet-apply-cmvn", f"--utt2spk={d}/utt2spk", f"scp:{d}/cmvn.scp", f"scp:{d}/feats.scp",
+            f"ark:{tmp_path}/none.ark")
+    assert "no utterance normalised: none of the 10 had statistics" in error_line(r)
+    assert not (tmp_path / "none.ark").exists()
 
 
 def test_bad_input_is_one_line(data_dir, tmp_path):

@@ -95,11 +95,12 @@ def test_frame_windows_pad_edges_by_repeating_frames():
 
 
 def test_load_errors_are_whole_sentences(tmp_path):
-    # torch's message for a truncated file is a paragraph; the user gets its first sentence.
+    # torch's message for a truncated file is a paragraph; a file that is no zip is caught first.
     model_io.save(Nnet(cfg(BASE)), tmp_path / "m.mdl")
     data = (tmp_path / "m.mdl").read_bytes()
     (tmp_path / "cut.mdl").write_bytes(data[:len(data) // 2])
     with pytest.raises(NnetError) as e:
         model_io.load(tmp_path / "cut.mdl")
-    assert str(e.value).endswith("(PytorchStreamReader failed reading zip archive: failed finding central directory)")
+    assert str(e.value).endswith("cut.mdl: not a readable nnet-tools model file (not a zip archive: truncated, "
+                                 "or another format)")
     assert model_io.first_sentence(RuntimeError("word " * 100)).endswith("word ...")

@@ -164,3 +164,22 @@ def test_compute_divides_by_the_models_priors(model, tmp_path):
     np.testing.assert_allclose(priors.log_priors_for_decoding(stored, str(tmp_path / "q.vec"), dim=5).numpy(),
                                np.log([0.125, 0.125, 0.125, 0.125, 0.5]), rtol=1e-6)
 
+
+
+def test_stored_priors_that_are_not_one_positive_value_per_output(model, tmp_path):
+    net = model_io.load(model)
+    for bad, message in ((torch.tensor([0.5, 0.5]), r"must be 5 floats \(one per output\), got shape \(2,\)"),
+                         ("0.2 0.2", "must be 5 floats .*got str"),
+                         (torch.tensor([0.2, 0.2, math.nan, 0.2, 0.2]), "must be positive and finite")):
+        torch.save({"format": model_io.FORMAT, "version": model_io.VERSION, "config": net.config,
+                    "state": net.state_dict(), "priors": bad}, tmp_path / "bad.mdl")
+        _, stored = model_io.load(tmp_path / "bad.mdl", with_priors=True)
+        with pytest.raises(NnetError, match="bad.mdl: stored priors " + message):
+            priors.log_priors_for_decoding(stored, None, dim=5, model=str(tmp_path / "bad.mdl"))
+    # nnet-adjust-priors is how they are mended: it warns and replaces them.
+    (tmp_path / "p.vec").write_text("[ 1 1 1 1 1 ]\n")
+    priors.adjust_model_priors(tmp_path / "bad.mdl", tmp_path / "p.vec", tmp_path / "fixed.mdl")
+    np.testing.assert_allclose(model_io.load(tmp_path / "fixed.mdl", with_priors=True)[1].numpy(), [0.2] * 5)
+    for floor in (1.0, math.nan, -1e-3):
+        with pytest.raises(NnetError, match=r"--prior-floor must be in \[0, 1\)"):
+            priors.adjust_model_priors(tmp_path / "bad.mdl", tmp_path / "p.vec", tmp_path / "x.mdl", floor)

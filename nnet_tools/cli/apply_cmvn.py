@@ -1,8 +1,7 @@
-import sys
-
 import click
 
 from nnet_tools.data import cmvn, tables
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.cli.common import program
 
@@ -37,9 +36,11 @@ def main(cmvn_stats, feats_rspecifier, feats_wspecifier, utt2spk, norm_means, no
                 continue
             writer.write(utt, normalised)
             done += 1
-    what = "mean and variance" if norm_vars else "mean"
-    if norm_means:
-        logger.info(f"Applied cepstral {what} normalization to {done} utterances, errors on {errors}")
-    else:
-        logger.info(f"Copied {done} utterances unchanged (--norm-means=false), errors on {errors}")
-    sys.exit(0 if done else 1)
+        what = "mean and variance" if norm_vars else "mean"
+        if norm_means:
+            logger.info(f"Applied cepstral {what} normalization to {done} utterances, errors on {errors}")
+        else:
+            logger.info(f"Copied {done} utterances unchanged (--norm-means=false), errors on {errors}")
+        if not done:  # Kaldi exits 1 here too; the writer's exit then discards the empty output
+            raise NnetError(f"{feats_rspecifier}: no utterance normalised: "
+                            + (f"none of the {errors} had statistics in {cmvn_stats}" if errors else "no features read"))

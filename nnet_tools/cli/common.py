@@ -1,5 +1,6 @@
 """What every program shares: logging set-up and turning NnetError into one line + exit 1."""
 import functools
+import os
 import signal
 import sys
 
@@ -12,6 +13,21 @@ from nnet_tools.errors import NnetError, not_utf8
 click.exceptions.UsageError.exit_code = 1
 
 
+class Terminated(BaseException):
+    """SIGTERM (a queue's scancel/qdel, a launcher stopping its tasks) as an exception, so that
+    writers remove their temp files on the way out as they do on any other failure."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def _die_of_sigterm():
+    """End as SIGTERM would have ended us, so the launcher's log still says 'signal 15'."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def program(name):
     """Decorate a click command body: Kaldi logging, and bad input -> one ERROR line, exit 1."""
     def wrap(fn):
@@ -19,6 +35,8 @@ def program(name):
         def run(*args, **kwargs):
             if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:   # see nnet_tools/cli/__init__.py
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _raise_terminated)
             log.setup(name, kwargs.get("verbose", 0) or 0)
             try:
                 return fn(*args, **kwargs)
@@ -31,6 +49,9 @@ def program(name):
             except KeyboardInterrupt:
                 print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)
                 sys.exit(130)
+            except Terminated:
+                print(f"ERROR ({name}) terminated (SIGTERM)", file=sys.stderr, flush=True)
+                _die_of_sigterm()
         return run
     return wrap
 

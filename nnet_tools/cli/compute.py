@@ -38,7 +38,7 @@ def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, prio
       nnet-compute --use-priors false exp/nnet/final.mdl scp:data/test/feats.scp ark,t:logpost.txt
     """
     net, model_priors = model_io.load(model, with_priors=True)
-    log_priors = priors_mod.log_priors_for_decoding(model_priors, priors, use_priors, net.output_dim)
+    log_priors = priors_mod.log_priors_for_decoding(model_priors, priors, use_priors, net.output_dim, model)
     logger.info(f"{model}: {priors_mod.log_prior_summary(log_priors)}")
     dev = device.select(use_gpu)
     n = 0

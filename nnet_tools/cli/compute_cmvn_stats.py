@@ -1,8 +1,7 @@
-import sys
-
 import click
 
 from nnet_tools.data import cmvn, tables
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.cli.common import program
 
@@ -29,5 +28,8 @@ def main(feats_rspecifier, stats_wspecifier, spk2utt, binary):
     with tables.DoubleMatrixWriter(stats_wspecifier) as writer:
         for key, stats in cmvn.speaker_stats(feats_rspecifier, spk2utt, counts):
             writer.write(key, stats)
-    logger.info(f"Done accumulating CMVN stats for {counts['done']} utterances; {counts['errors']} had errors.")
-    sys.exit(0 if counts["done"] else 1)
+        logger.info(f"Done accumulating CMVN stats for {counts['done']} utterances; {counts['errors']} had errors.")
+        if not counts["done"]:  # Kaldi exits 1 here too; the writer's exit then discards the empty output
+            reason = (f"none of the {counts['errors']} utterances in {spk2utt} has features there"
+                      if counts["errors"] else "no features read")
+            raise NnetError(f"{feats_rspecifier}: no statistics computed: {reason}")

@@ -267,4 +267,8 @@ class EgsArchive:
             labs.append(torch.from_numpy(self.labels[keep, frame].astype(np.int64)))
         if not sum(len(lab) for lab in labs):
             raise NnetError(f"{self.path}: no labelled frames")
-        return torch.cat(wins), torch.cat(labs)
+        wins = torch.cat(wins)
+        if not bool(torch.isfinite(wins).all()):  # nnet-get-egs never writes these: a corrupt archive
+            i = next(i for i in range(self.num_egs) if not np.isfinite(self.rows([i])).all())
+            raise NnetError(f"{self.path}: eg {i} ('{self.keys()[i]}') has NaN or infinite features")
+        return wins, torch.cat(labs)

@@ -27,7 +27,7 @@ import numpy as np
 from nnet_tools.data.cmvn import format_cmvn_opts
 from nnet_tools.data.egs import MAX_TARGETS, ArchiveWriter
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import temp_dir, write_error, write_text, writing
+from nnet_tools.fileio import make_dirs, temp_dir, write_error, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
@@ -355,10 +355,12 @@ def make_plan(targets_rspecifier, opts, warn=True):
 
 
 def _start(egs_dir):
+    """Make EGS_DIR (its scratch space lives there); info/ waits for _finish, so that a failed
+    run leaves no empty info/ behind."""
     try:
-        os.makedirs(os.path.join(egs_dir, "info"), exist_ok=True)
+        make_dirs(egs_dir)
     except OSError as e:  # e.g. EGS_DIR is a file
-        raise write_error(os.path.join(egs_dir, "info"), e) from None
+        raise write_error(egs_dir, e) from None
     # A stale num_archives would make this run, if interrupted, look complete.
     stale = os.path.join(egs_dir, "info", "num_archives")
     if os.path.exists(stale):

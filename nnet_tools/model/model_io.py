@@ -4,7 +4,9 @@ Written atomically and loaded with ``weights_only=True``, so a model file can ne
 Natural-gradient state is not saved: each job re-estimates it, as in Kaldi.
 """
 import io
+import os
 import re
+import zipfile
 
 import torch
 
@@ -36,7 +38,13 @@ def read(path, mmap=False):
     With ``mmap`` the tensors are mapped from the file, not read: only the pages of the tensors
     touched are read, and they are released when the last of them is dropped."""
     try:
+        # torch.save writes a zip archive; anything else would get one of torch's long messages.
+        if os.path.isfile(path) and os.access(path, os.R_OK) and not zipfile.is_zipfile(path):
+            what = "empty file" if os.path.getsize(path) == 0 else "not a zip archive: truncated, or another format"
+            raise NnetError(f"{path}: not a readable nnet-tools model file ({what})")
         blob = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except NnetError:
+        raise
     except FileNotFoundError:
         raise NnetError(f"{path}: no such model file") from None
     except IsADirectoryError:

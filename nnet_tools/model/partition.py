@@ -22,6 +22,7 @@ beside the initial sub-models; the merge checks the trained sub-models against i
 """
 import copy
 import math
+import os
 import zipfile
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ import yaml
 from nnet_tools.model import config as config_mod
 from nnet_tools.model import model_io
 from nnet_tools.errors import NnetError, read_error
-from nnet_tools.fileio import write_text
+from nnet_tools.fileio import temp_dir, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.model.nonlinearity import is_stat
@@ -101,17 +102,25 @@ def read_full_config(path):
 
 
 def split_to_dir(cfg, k, out_dir, srand=0, allow_uneven=False, where="<config>"):
-    """Write out_dir/partition.yaml, and sub.J.yaml + sub.J.mdl (J = 1..k, own seeded init)."""
+    """Write out_dir/partition.yaml, and sub.J.yaml + sub.J.mdl (J = 1..k, own seeded init).
+    The set is written in a scratch directory and moved in at the end: a failed split leaves
+    an earlier set whole, never some of its files replaced."""
     part = split(cfg, k, allow_uneven, where)
     seeds = torch.randint(2 ** 31 - 1, (k,), generator=torch.Generator().manual_seed(srand)).tolist()
-    for j in range(k):
-        sub_cfg = part.sub_config(j)
-        write_text(f"{out_dir}/sub.{j + 1}.yaml", config_mod.to_yaml(sub_cfg))
-        torch.manual_seed(seeds[j])
-        model = Nnet(sub_cfg)
-        model_io.save(model, f"{out_dir}/sub.{j + 1}.mdl")
-        logger.info(f"Sub-model {j + 1}: {num_parameters(model)} parameters; wrote {out_dir}/sub.{j + 1}.mdl")
-    write_text(f"{out_dir}/partition.yaml", part.to_yaml())
+    names = []
+    with temp_dir(out_dir, "split") as scratch:
+        for j in range(k):
+            sub_cfg = part.sub_config(j)
+            write_text(f"{scratch}/sub.{j + 1}.yaml", config_mod.to_yaml(sub_cfg))
+            torch.manual_seed(seeds[j])
+            model = Nnet(sub_cfg)
+            model_io.save(model, f"{scratch}/sub.{j + 1}.mdl")
+            names += [f"sub.{j + 1}.yaml", f"sub.{j + 1}.mdl"]
+            logger.info(f"Sub-model {j + 1}: {num_parameters(model)} parameters; wrote {out_dir}/sub.{j + 1}.mdl")
+        write_text(f"{scratch}/partition.yaml", part.to_yaml())
+        for name in names + ["partition.yaml"]:  # the file merge starts from comes last
+            with writing(f"{out_dir}/{name}"):
+                os.replace(f"{scratch}/{name}", f"{out_dir}/{name}")
     logger.info(f"Split a model of {num_parameters(Nnet(cfg))} parameters into {k} sub-models; "
                 f"hidden blocks {part.blocks}; wrote {out_dir}/partition.yaml")
     return part

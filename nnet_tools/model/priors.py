@@ -73,13 +73,20 @@ def kl_divergence(p, q):
 def adjust_model_priors(model_in, priors_path, model_out, floor=PRIOR_FLOOR):
     """nnet3-am-adjust-priors: store the priors (renormalised, floored) in the model file,
     logging how far they moved from the model's old priors, as Kaldi does."""
+    if not 0.0 <= floor < 1.0:  # also NaN
+        raise NnetError(f"--prior-floor must be in [0, 1), got {floor}")
     model, old = model_io.load(model_in, with_priors=True)
     new = read(priors_path, model.output_dim)
     new = np.maximum(new, floor)
     if old is None:
         logger.info("Model did not previously have priors attached.")
     else:
-        old = old.double().numpy()
+        try:
+            old = stored(old, model.output_dim, model_in)
+        except NnetError as e:
+            logger.warning(f"{e}; replacing them")
+            old = None
+    if old is not None:
         i = int(np.argmax(np.abs(new - old)))
         logger.info(f"Adjusting priors: largest absolute difference was for pdf {i}, {old[i]:g} -> {new[i]:g}")
         logger.info(f"Adjusting priors: K-L divergence from old to new is {kl_divergence(old, new):g}")
@@ -88,16 +95,30 @@ def adjust_model_priors(model_in, priors_path, model_out, floor=PRIOR_FLOOR):
     return new
 
 
-def log_priors_for_decoding(model_priors, priors_path=None, use_priors=True, dim=None):
+def log_priors_for_decoding(model_priors, priors_path=None, use_priors=True, dim=None, model="the model"):
     """The log-priors nnet-compute subtracts: from ``priors_path`` if given, else the model's
-    own if it has them and ``use_priors``; None means plain log-posteriors."""
+    own (``model`` names its file in errors) if it has them and ``use_priors``; None means plain
+    log-posteriors."""
     if priors_path is not None:
         priors = read(priors_path, dim)
     elif use_priors and model_priors is not None:
-        priors = model_priors.double().numpy()
+        priors = stored(model_priors, dim, model)
     else:
         return None
     return torch.from_numpy(np.log(priors)).float()
+
+
+def stored(priors, dim, where):
+    """A model file's priors (model_io.load(..., with_priors=True)) as float64, checked: one
+    positive finite value per output."""
+    if not (isinstance(priors, torch.Tensor) and priors.is_floating_point() and priors.dim() == 1
+            and (dim is None or len(priors) == dim)):
+        what = f"shape {tuple(priors.shape)}" if isinstance(priors, torch.Tensor) else type(priors).__name__
+        raise NnetError(f"{where}: stored priors must be {dim or 'a vector of'} floats (one per output), got {what}")
+    values = priors.double().numpy()
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise NnetError(f"{where}: stored priors must be positive and finite")
+    return values
 
 
 def log_prior_summary(log_priors):
