@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+DIGITS_LEXICON = REPO / "recipes" / "spoken_digits" / "local" / "dict" / "lexicon.txt"
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +100,11 @@ def small_model(tmp_path):
     mdl = tmp_path / "0.mdl"
     run("nnet-init", "--srand", 1, cfg, mdl, check=True)
     return cfg, mdl
+
+
+def mono_model(lang_dir, lexicon=DIGITS_LEXICON):
+    """A lang dir made from ``lexicon`` and a one-Gaussian-per-pdf model of 6-dim features on it."""
+    from nnet_tools.speech import gmm, lang
+    lang.prepare(str(lexicon), str(lang_dir))
+    _, topo = lang.read_topology(str(lang_dir))
+    return gmm.init_mono(topo, [np.random.default_rng(0).normal(size=(50, 6)).astype(np.float32)])

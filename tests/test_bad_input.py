@@ -44,6 +44,19 @@ def test_an_output_that_is_a_directory_or_under_a_file_fails_before_anything_is_
     assert sorted(os.listdir(tmp_path)) == ["file", "sub"] and not os.listdir(tmp_path / "sub")
 
 
+def test_ark_and_scp_the_same_file_or_a_lookup_in_a_cut_archive(tmp_path):
+    with pytest.raises(NnetError, match="the archive and the scp are the same file"):
+        tables.MatrixWriter(f"ark,scp:{tmp_path}/same,{tmp_path}/./same")
+    with tables.IntVectorWriter(f"ark:{tmp_path}/ali.ark") as w:
+        for i in range(20):
+            w.write(f"u{i:02d}", np.arange(100, dtype=np.int32))
+    (tmp_path / "cut.ark").write_bytes((tmp_path / "ali.ark").read_bytes()[:3000])
+    with tables.RandomAccessIntVectors(f"ark:{tmp_path}/cut.ark") as alis:
+        assert "u00" in alis   # before the cut
+        with pytest.raises(NnetError, match=r"cut.ark: .*read error .* at archive entry beginning at file position"):
+            "u10" in alis      # Kaldi only warns and answers 'not there'
+
+
 @pytest.mark.parametrize("weights", [[math.nan, 1.0], [math.inf, 1.0], [1e308, 1e308]])
 def test_average_weights_must_be_finite(weights):
     with pytest.raises(NnetError, match="finite non-negative weights"):

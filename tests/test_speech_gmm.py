@@ -8,20 +8,15 @@ import pytest
 
 pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip install -e '.[speech]')")
 
-from conftest import REPO, error_line, run  # noqa: E402
+from conftest import REPO, error_line, mono_model, run  # noqa: E402
 from nnet_tools.data import tables  # noqa: E402
 from nnet_tools.speech import gmm, lang  # noqa: E402
-
-LEXICON = REPO / "recipes" / "spoken_digits" / "local" / "dict" / "lexicon.txt"
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("gmm")
-    lang.prepare(str(LEXICON), str(d / "lang"))
-    _, topo = lang.read_topology(str(d / "lang"))
-    rng = np.random.default_rng(0)
-    model = gmm.init_mono(topo, [rng.normal(size=(50, 6)).astype(np.float32)])
+    model = mono_model(d / "lang")
     gmm.save(model, str(d / "0.mdl"))
     return d, model
 

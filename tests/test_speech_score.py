@@ -40,6 +40,13 @@ def test_modes_for_missing_utterances():
         wer(refs, {"a": ["one"], "b": ["two"], "c": ["x"]}, "strict")
 
 
+def test_nothing_scored_is_an_error_not_a_perfect_wer():
+    with pytest.raises(NnetError, match="no utterance scored: none of the 1 references has a hypothesis"):
+        wer({"u1": ["one"]}, {"u9": ["one"]})
+    with pytest.raises(NnetError, match="no reference words in the 1 utterances scored"):
+        wer({"u1": []}, {"u1": ["one", "two"]})
+
+
 def test_best_wer_picks_lowest():
     lines = ["exp/mono/decode_test/wer_10:%WER 12.50 [ 10 / 80, 1 ins, 2 del, 7 sub ]",
              "exp/mono/decode_test/wer_9:%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]",

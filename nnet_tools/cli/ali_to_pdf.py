@@ -22,6 +22,7 @@ def main(model, ali_rspecifier, pdf_wspecifier):
     n = 0
     with tables.IntVectorWriter(pdf_wspecifier) as writer:
         for utt, ali in tables.read_int_vectors(ali_rspecifier):
+            gmm.check_tids(ali, len(tid2pdf) - 1, f"{ali_rspecifier}: utt '{utt}'")
             writer.write(utt, tid2pdf[ali])
             n += 1
     logger.info(f"Converted {n} alignments to pdf sequences.")

@@ -1,6 +1,7 @@
 import click
 
 from nnet_tools.cli.common import program
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.speech import score, transcripts
 
@@ -19,7 +20,11 @@ def main(mode, ref_text, hyp_text):
       nnet-compute-wer data/test/text exp/mono/decode_test/scoring/10.txt
       %WER 1.23 [ 12 / 975, 3 ins, 4 del, 5 sub ]
     """
-    counts, missing = score.compute_wer(transcripts.read_text(ref_text), transcripts.read_text(hyp_text), mode)
+    refs, hyps = transcripts.read_text(ref_text), transcripts.read_text(hyp_text)
+    try:
+        counts, missing = score.compute_wer(refs, hyps, mode)
+    except NnetError as e:
+        raise NnetError(f"{hyp_text} against {ref_text}: {e}") from None
     print(counts.wer_line())
     print(counts.ser_line())
     print(f"Scored {counts.sents} sentences, {missing} not present in hyp.")

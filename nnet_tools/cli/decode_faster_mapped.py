@@ -2,6 +2,7 @@ import click
 
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.speech import decode, gmm, lang
 
@@ -30,10 +31,14 @@ def main(acoustic_scale, beam, max_active, min_active, allow_partial, trans_mode
         nnet-decode-faster-mapped exp/mono/final.mdl exp/mono/graph/HCLG.fst ark:- ark,t:exp/nnet/decode_test/words.1.txt
     """
     decoder = decode.Decoder(lang.read_fst(hclg), gmm.load_tid2pdf(trans_model), acoustic_scale, beam,
-                             max_active, min_active)
+                             max_active, min_active, where=f"{hclg} with {trans_model}")
     done = failed = partial = 0
     with tables.IntVectorWriter(words_wspecifier) as writer:
         for utt, loglikes in tables.read_matrices(loglikes_rspecifier):
+            if len(loglikes) == 0:
+                logger.warning(f"Zero-length utterance: {utt}")
+                failed += 1
+                continue
             out = decoder.decode(loglikes, f"{loglikes_rspecifier}: utt '{utt}'")
             if out is None or (not out[1] and not allow_partial):
                 logger.warning(f"Did not successfully decode utterance {utt}, len = {len(loglikes)}")
@@ -44,4 +49,6 @@ def main(acoustic_scale, beam, max_active, min_active, allow_partial, trans_mode
                 partial += 1
             writer.write(utt, out[0])
             done += 1
-    logger.info(f"Done {done} utterances, failed for {failed}; {partial} partial.")
+        logger.info(f"Done {done} utterances, failed for {failed}; {partial} partial.")
+        if not done:  # Kaldi exits 1 too; no empty output for scoring to take as a perfect score
+            raise NnetError(f"{loglikes_rspecifier}: no utterance decoded ({failed} failed)")

@@ -28,16 +28,21 @@ def main(model, feats_rspecifier, ali_rspecifier, acc_out):
                 no_ali += 1
                 continue
             ali = alis[utt]
+            if not gmm.usable_features(feats, mdl.dim, f"{feats_rspecifier}: utt '{utt}'"):
+                bad += 1
+                continue
             if len(ali) != len(feats):
                 logger.warning(f"Alignment has wrong size {len(ali)} vs. {len(feats)} for utterance {utt}")
                 bad += 1
                 continue
+            gmm.check_tids(ali, mdl.tm.num_transition_ids, f"{ali_rspecifier}: utt '{utt}'")
             utts.append((feats, ali))
+    logger.info(f"Done {len(utts)} files, {no_ali} with no alignments, {bad} with other errors.")
     if not utts:
-        raise NnetError(f"{ali_rspecifier}: no utterance had an alignment")
+        raise NnetError(f"{feats_rspecifier}: no utterance to accumulate: {no_ali} without an alignment in "
+                        f"{ali_rspecifier}, {bad} with other errors")
     stats = gmm.Stats(mdl)
     gmm.accumulate(mdl, stats, utts)
     stats.save(acc_out)
-    logger.info(f"Done {len(utts)} files, {no_ali} with no alignments, {bad} with other errors.")
     logger.info(f"Overall avg like per frame (Gaussian only) = {stats.tot_like / stats.frames:.6g} over "
                 f"{stats.frames} frames.")

@@ -33,15 +33,15 @@ def main(equal, beam, retry_beam, careful, acoustic_scale, transition_scale, sel
     """
     mdl = gmm.load(model)
     lng = lang.load(lang_dir)
-    compiler = gmm.GraphCompiler(mdl, lng, lang.read_fst(f"{lang_dir}/L.fst"))
+    compiler = gmm.GraphCompiler(mdl, lng, lang.read_fst(f"{lang_dir}/L.fst"), f"{model} with {lang_dir}")
     refs = transcripts.read_text(text)
     aligner = gmm.Aligner(mdl, beam, retry_beam, careful, acoustic_scale, transition_scale, self_loop_scale)
     done = failed = 0
     with tables.IntVectorWriter(ali_wspecifier) as writer:
         for utt, feats in tables.read_matrices(feats_rspecifier):
-            if feats.shape[1] != mdl.dim:
-                raise NnetError(f"{feats_rspecifier}: utt '{utt}': feature dim {feats.shape[1]} does not "
-                                f"match the model's {mdl.dim}")
+            if not gmm.usable_features(feats, mdl.dim, f"{feats_rspecifier}: utt '{utt}'"):
+                failed += 1
+                continue
             if utt not in refs:
                 logger.warning(f"No transcript for utterance {utt} in {text}")
                 failed += 1

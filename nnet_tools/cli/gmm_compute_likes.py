@@ -2,7 +2,6 @@ import click
 
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
-from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.speech import gmm
 
@@ -23,9 +22,8 @@ def main(model, feats_rspecifier, loglikes_wspecifier):
     n = 0
     with tables.MatrixWriter(loglikes_wspecifier) as writer:
         for utt, feats in tables.read_matrices(feats_rspecifier):
-            if feats.shape[1] != mdl.dim:
-                raise NnetError(f"{feats_rspecifier}: utt '{utt}': feature dim {feats.shape[1]} does not "
-                                f"match the model's {mdl.dim}")
+            if not gmm.usable_features(feats, mdl.dim, f"{feats_rspecifier}: utt '{utt}'"):
+                continue
             writer.write(utt, gmm.compute_likes(mdl, feats))
             n += 1
     logger.info(f"Processed {n} utterances.")

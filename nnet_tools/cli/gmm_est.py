@@ -11,7 +11,7 @@ from nnet_tools.speech import gmm
 @click.option("--min-gaussian-occupancy", default=10.0, show_default=True)
 @click.option("--perturb-factor", default=0.01, show_default=True,
               help="While mixing up, move the split Gaussians apart by this x their standard deviation.")
-@click.option("--srand", default=0, show_default=True, help="Seed of that perturbation.")
+@click.option("--srand", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of that perturbation.")
 @click.argument("model_in")
 @click.argument("accs", nargs=-1, required=True)
 @click.argument("model_out")
@@ -27,6 +27,7 @@ def main(mix_up, power, min_gaussian_occupancy, perturb_factor, srand, model_in,
     total = gmm.Stats.load(accs[0])
     for path in accs[1:]:
         total.add(gmm.Stats.load(path))
+    total.check_model(mdl, accs[0])
     gmm.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, perturb_factor, srand=srand, log=logger)
     gmm.save(mdl, model_out)
     logger.info(f"Wrote {model_out}: {mdl.num_pdfs} pdfs, {gmm.num_gauss(mdl)} Gaussians.")

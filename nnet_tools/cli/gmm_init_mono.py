@@ -4,12 +4,13 @@ import click
 
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.speech import gmm, lang
 
 
 @click.command()
-@click.option("--num-utts", default=10, show_default=True,
+@click.option("--num-utts", type=click.IntRange(min=1), default=10, show_default=True,
               help="Utterances whose global mean and variance seed every pdf (train_mono.sh: subset-feats --n=10).")
 @click.argument("lang_dir")
 @click.argument("feats_rspecifier")
@@ -23,7 +24,10 @@ def main(num_utts, lang_dir, feats_rspecifier, model_out):
       nnet-gmm-init-mono data/lang "ark:exp/mono/feats.1.ark" exp/mono/0.mdl
     """
     _, topo_text = lang.read_topology(lang_dir)
-    feats = [f for _, f in itertools.islice(tables.read_matrices(feats_rspecifier), num_utts)]
+    utts = itertools.islice(tables.read_matrices(feats_rspecifier), num_utts)
+    feats = [f for utt, f in utts if gmm.usable_features(f, None, f"{feats_rspecifier}: utt '{utt}'")]
+    if not feats:
+        raise NnetError(f"{feats_rspecifier}: no features to initialise from")
     model = gmm.init_mono(topo_text, feats)
     gmm.save(model, model_out)
     logger.info(f"Wrote {model_out}: {model.num_pdfs} pdfs, feature dim {model.dim}, "

@@ -309,7 +309,13 @@ class _RandomAccess:
         self._impl = self._kaldi(lambda: self._type.random_access(rspecifier), capture=not is_pipe)
 
     def __contains__(self, key):
-        return self._kaldi(lambda: key in self._impl, key=key)
+        self._kaldi.log_pending()  # an earlier lookup's, so that only this one's count below
+        found = self._kaldi(lambda: key in self._impl, key=key)
+        # Kaldi only warns when an archive it scans for the key is cut short or corrupt: the key
+        # may well be in the part it could not read.
+        if not found and any(level in "WE" for level, _ in self._kaldi.pending):
+            raise self._kaldi.error(default="read error")
+        return found
 
     def __getitem__(self, key):
         if key not in self:
@@ -366,6 +372,8 @@ class _Writer:
         if scp is not None and not (_is_plain_file(ark) and _is_plain_file(scp)):
             raise NnetError(f"bad wspecifier '{wspecifier}': ark,scp needs two file names, "
                             f"e.g. ark,scp:egs.1.ark,egs.1.scp")
+        if scp is not None and os.path.realpath(ark) == os.path.realpath(scp):
+            raise NnetError(f"bad wspecifier '{wspecifier}': the archive and the scp are the same file")
         self._ark, self._scp = ark, scp
         # Temp files beside the real ones, renamed on success: the ark first, so an scp never
         # names an ark that is not there yet.

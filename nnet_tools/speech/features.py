@@ -77,7 +77,43 @@ def make_options(feat_type, config=None, overrides=()):
         for p in parents:
             target = getattr(target, p)
         setattr(target, leaf, _parse_value(name, value, kind, where))
+    _check_options(opts, feat_type)
     return opts
+
+
+_WINDOWS = ("hamming", "hanning", "povey", "rectangular", "sine", "blackman")
+
+
+def _check_options(opts, feat_type):
+    """Kaldi's own checks on the options, before kaldi-native-fbank sees them: out of range,
+    some of its code divides by zero or reads past a buffer instead of failing."""
+    import kaldi_native_fbank as knf
+    frame, mel = opts.frame_opts, opts.mel_opts
+    numbers = {"--sample-frequency": frame.samp_freq, "--frame-shift": frame.frame_shift_ms,
+               "--frame-length": frame.frame_length_ms, "--dither": frame.dither,
+               "--preemphasis-coefficient": frame.preemph_coeff, "--low-freq": mel.low_freq,
+               "--high-freq": mel.high_freq, "--energy-floor": opts.energy_floor}
+    if feat_type == "mfcc":
+        numbers["--cepstral-lifter"] = opts.cepstral_lifter
+    for name, value in numbers.items():
+        if not np.isfinite(value):
+            raise NnetError(f"{name} must be a finite number, got {value}")
+    samples_per_ms = frame.samp_freq / 1000.0
+    if frame.samp_freq <= 0 or frame.frame_shift_ms * samples_per_ms < 1 or frame.frame_length_ms * samples_per_ms < 1:
+        raise NnetError(f"--frame-shift {frame.frame_shift_ms:g} ms and --frame-length {frame.frame_length_ms:g} ms "
+                        f"must each be at least one sample at --sample-frequency {frame.samp_freq:g}")
+    if frame.dither < 0 or not 0 <= frame.preemph_coeff <= 1 or opts.energy_floor < 0:
+        raise NnetError("need --dither >= 0, 0 <= --preemphasis-coefficient <= 1 and --energy-floor >= 0")
+    if frame.window_type not in _WINDOWS:
+        raise NnetError(f"--window-type must be one of {', '.join(_WINDOWS)}, not '{frame.window_type}'")
+    if mel.num_bins < 3:
+        raise NnetError(f"--num-mel-bins must be at least 3, got {mel.num_bins}")
+    if feat_type == "mfcc" and not 1 <= opts.num_ceps <= mel.num_bins:
+        raise NnetError(f"--num-ceps must be in 1..--num-mel-bins ({mel.num_bins}), got {opts.num_ceps}")
+    try:  # the mel banks: frequencies and bin counts the FFT size cannot carry
+        (knf.OnlineMfcc if feat_type == "mfcc" else knf.OnlineFbank)(opts)
+    except (ValueError, RuntimeError) as e:
+        raise NnetError(f"bad {feat_type} options: {str(e).strip().splitlines()[-1]}") from None
 
 
 def read_wav(path, where):
@@ -93,7 +129,7 @@ def read_wav(path, where):
     except FileNotFoundError:
         raise NnetError(f"{where}: wav file {path} does not exist") from None
     except (OSError, wave.Error, EOFError) as e:
-        raise NnetError(f"{where}: cannot read wav {path}: {e}") from None
+        raise NnetError(f"{where}: cannot read wav {path}: {e or 'empty or truncated file'}") from None
     return rate, data.astype(np.float32)
 
 

@@ -13,11 +13,14 @@ import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (se
 import kaldifst
 
 import os
+import re
+import zipfile
 
 import numpy as np
 
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path
+from nnet_tools.log import logger
 
 FORMAT = "nnet-tools-gmm-1"
 
@@ -38,13 +41,54 @@ class Model:
 
     def tid2pdf(self):
         """Array a with a[tid] = pdf-id (a[0] = -1: transition-ids start at 1)."""
-        return np.array([-1] + [self.tm.transition_id_to_pdf(t) for t in range(1, self.tm.num_transition_ids + 1)],
-                        dtype=np.int32)
+        return _tid2pdf(self.tm)
+
+    def check_lang(self, lang, where):
+        """This model's topology covers exactly the lang's phones (a model from another lang dir
+        would compile graphs whose phones mean other things, or fail inside Kaldi)."""
+        phones, want = sorted(_topology(self.topo_text).phones), sorted(lang.silence + lang.nonsilence)
+        if phones != want:
+            raise NnetError(f"{where}: the model's {len(phones)} phones are not the lang's {len(want)} "
+                            f"(phones {sorted(set(phones) ^ set(want))[:5]} differ): model and lang dir "
+                            f"come from different lexicons")
 
     def tree(self):
         topo = _topology(self.topo_text)
         return khg.monophone_context_dependency(phones=topo.phones,
                                                 phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
+
+
+def _tid2pdf(tm):
+    return np.array([-1] + [tm.transition_id_to_pdf(t) for t in range(1, tm.num_transition_ids + 1)], dtype=np.int32)
+
+
+def kaldi_reason(error):
+    """The message of a RuntimeError from Kaldi's C++ code, on one line without its '[E]' tag."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return re.sub(r"^\[[EWI]\]\s*", "", lines[-1] if lines else type(error).__name__)
+
+
+def check_tids(tids, num_tids, where):
+    """Transition-ids are 1..num_tids; anything else is an alignment from another model."""
+    tids = np.asarray(tids)
+    bad = (tids < 1) | (tids > num_tids)
+    if bad.any():
+        raise NnetError(f"{where}: transition-id {int(tids[bad][0])} out of range [1, {num_tids}] "
+                        f"(an alignment from another model?)")
+
+
+def usable_features(feats, dim, where):
+    """Whether an utterance's features can be used with a model of feature dim ``dim`` (None:
+    any): a zero-length one is warned about and skipped, as Kaldi's programs do; a wrong dim or
+    a NaN or infinite value is an error (Kaldi would carry the NaN into the model)."""
+    if len(feats) == 0:
+        logger.warning(f"{where}: zero-length utterance; skipping it")
+        return False
+    if dim is not None and feats.shape[1] != dim:
+        raise NnetError(f"{where}: feature dim {feats.shape[1]} does not match the model's {dim}")
+    if not np.isfinite(feats).all():
+        raise NnetError(f"{where}: NaN or infinite features")
+    return True
 
 
 def _topology(text):
@@ -64,6 +108,8 @@ def init_mono(topo_text, feats):
     """gmm-init-mono: every pdf one Gaussian with the global mean and variance of ``feats``."""
     if len(feats) == 0:
         raise NnetError("gmm-init-mono: no features to initialise from")
+    if len({f.shape[1] for f in feats}) != 1:
+        raise NnetError(f"gmm-init-mono: utterances of different feature dims {sorted({f.shape[1] for f in feats})}")
     x = np.concatenate(feats).astype(np.float64)
     mean, var = x.mean(0), np.maximum(x.var(0), 1e-4)
     tm = _transition_model(topo_text)
@@ -98,7 +144,9 @@ def save(model, path):
 
 def _load_npz(path, what):
     if not os.path.isfile(path):
-        raise NnetError(f"{path}: {what} file does not exist")
+        raise NnetError(f"{path}: {what} file " + ("is a directory" if os.path.isdir(path) else "does not exist"))
+    if os.access(path, os.R_OK) and not zipfile.is_zipfile(path):  # numpy's message would talk of pickles
+        raise NnetError(f"{path}: not a {what} file (not an .npz archive: truncated, or another format)")
     try:
         data = np.load(path, allow_pickle=False)
         return {k: data[k] for k in data.files}
@@ -106,15 +154,45 @@ def _load_npz(path, what):
         raise NnetError(f"{path}: not a {what} file ({e})") from None
 
 
+_MODEL_ARRAYS = ("topo", "log_probs", "non_self_loop_log_probs", "num_gauss", "weights", "means", "vars", "tid2pdf")
+
+
+def _check_model_arrays(d, path):
+    """The arrays of a model file agree with each other: a file edited or cut short is one line
+    here, not a C++ check failing later (or, worse, Gaussians read from the wrong rows)."""
+    missing = [k for k in _MODEL_ARRAYS if k not in d]
+    if missing:
+        raise NnetError(f"{path}: corrupt GMM model: no {', '.join(missing)}")
+    counts, means, variances, weights = d["num_gauss"], d["means"], d["vars"], d["weights"]
+    if counts.ndim != 1 or counts.dtype.kind not in "iu" or (counts < 1).any():
+        raise NnetError(f"{path}: corrupt GMM model: num_gauss must be positive integers")
+    total = int(counts.sum())
+    if means.ndim != 2 or means.shape[0] != total or variances.shape != means.shape or weights.shape != (total,):
+        raise NnetError(f"{path}: corrupt GMM model: {total} Gaussians, but means {means.shape}, "
+                        f"vars {variances.shape}, weights {weights.shape}")
+    for name in ("log_probs", "non_self_loop_log_probs", "weights", "means", "vars"):
+        if d[name].dtype.kind != "f" or not np.isfinite(d[name]).all():
+            raise NnetError(f"{path}: corrupt GMM model: {name} must be finite numbers")
+    if (variances <= 0).any() or (weights < 0).any():
+        raise NnetError(f"{path}: corrupt GMM model: variances must be positive and weights non-negative")
+
+
 def load(path):
     d = _load_npz(path, "GMM model")
     if str(d.get("format", "")) != FORMAT:
         raise NnetError(f"{path}: not a GMM model written by nnet-gmm-* (format '{d.get('format', '')}')")
+    _check_model_arrays(d, path)
     topo_text = str(d["topo"])
-    tm = _transition_model(topo_text)
+    try:
+        tm = _transition_model(topo_text)
+    except RuntimeError as e:
+        raise NnetError(f"{path}: corrupt GMM model: its topology does not parse ({kaldi_reason(e)})") from None
     state = tm.__getstate__()
-    if len(state[6]) != len(d["log_probs"]):
+    if len(state[6]) != len(d["log_probs"]) or len(state[7]) != len(d["non_self_loop_log_probs"]):
         raise NnetError(f"{path}: transition log-probs do not match the stored topology")
+    if len(d["num_gauss"]) != tm.num_pdfs or not np.array_equal(d["tid2pdf"], _tid2pdf(tm)):
+        raise NnetError(f"{path}: corrupt GMM model: {len(d['num_gauss'])} GMMs and its transition-id map "
+                        f"do not match the topology's {tm.num_pdfs} pdfs")
     tm.__setstate__(state[:6] + ([float(v) for v in d["log_probs"]],
                                  [float(v) for v in d["non_self_loop_log_probs"]]) + state[8:])
     am = khg.AmDiagGmm()
@@ -135,7 +213,10 @@ def load_tid2pdf(path):
     d = _load_npz(path, "GMM model")
     if "tid2pdf" not in d:
         raise NnetError(f"{path}: no transition-id map in this model file")
-    return d["tid2pdf"]
+    m = d["tid2pdf"]
+    if m.ndim != 1 or m.dtype.kind not in "iu" or len(m) < 2 or m[0] != -1 or (m[1:] < 0).any():
+        raise NnetError(f"{path}: corrupt GMM model: tid2pdf is not a map from transition-ids 1.. to pdf-ids")
+    return m
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +226,8 @@ class GraphCompiler:
     """compile-train-graphs: per-utterance HCLG of the transcript, without transition probs
     (Kaldi adds them at alignment time, as they change every pass)."""
 
-    def __init__(self, model, lang, lexicon_fst):
+    def __init__(self, model, lang, lexicon_fst, where="lang"):
+        model.check_lang(lang, where)
         self.lang = lang
         opts = khg.TrainingGraphCompilerOptions(transition_scale=0.0, self_loop_scale=0.0)
         # The compiler keeps C++ references to these: hold them so Python does not free them.
@@ -171,6 +253,12 @@ class Aligner:
 
     def __init__(self, model, beam=6.0, retry_beam=40.0, careful=False, acoustic_scale=0.1,
                  transition_scale=1.0, self_loop_scale=0.1):
+        if not (0 < beam < np.inf and 0 < retry_beam < np.inf and 0 < acoustic_scale < np.inf):
+            raise NnetError(f"--beam, --retry-beam and --acoustic-scale must be finite and > 0, "
+                            f"got {beam}, {retry_beam} and {acoustic_scale}")
+        if not (0 <= transition_scale < np.inf and 0 <= self_loop_scale < np.inf):
+            raise NnetError(f"--transition-scale and --self-loop-scale must be finite and >= 0, "
+                            f"got {transition_scale} and {self_loop_scale}")
         self.model = model
         self.config = khg.AlignConfig(beam=beam, retry_beam=retry_beam, careful=careful)
         self.scales = (acoustic_scale, transition_scale, self_loop_scale)
@@ -226,15 +314,36 @@ class Stats:
         d = _load_npz(path, "GMM accumulator")
         if str(d.get("format", "")) != "nnet-tools-gmm-acc-1":
             raise NnetError(f"{path}: not a GMM accumulator written by nnet-gmm-acc-stats-ali")
+        missing = [k for k in ("occ", "x", "x2", "trans", "tot_like", "frames") if k not in d]
+        if missing:
+            raise NnetError(f"{path}: corrupt GMM accumulator: no {', '.join(missing)}")
         s = cls.__new__(cls)
         s.occ, s.x, s.x2, s.trans = d["occ"], d["x"], d["x2"], d["trans"]
-        s.tot_like, s.frames = float(d["tot_like"]), int(d["frames"])
+        try:
+            s.tot_like, s.frames = float(d["tot_like"]), int(d["frames"])
+        except (TypeError, ValueError):
+            raise NnetError(f"{path}: corrupt GMM accumulator: tot_like and frames must be numbers") from None
+        arrays = (s.occ, s.x, s.x2, s.trans)
+        if (s.occ.ndim != 1 or s.x.shape != (len(s.occ), s.x.shape[-1]) or s.x2.shape != s.x.shape
+                or s.trans.ndim != 1 or any(a.dtype.kind not in "fiu" or not np.isfinite(a).all() for a in arrays)):
+            raise NnetError(f"{path}: corrupt GMM accumulator: its arrays are not finite numbers of matching shapes")
         return s
+
+    def check_model(self, model, where):
+        """These accumulators were made with ``model`` (same Gaussians, dims and transition-ids)."""
+        want = (sum(model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)), model.dim,
+                model.tm.num_transition_ids + 1)
+        have = (len(self.occ), self.x.shape[1], len(self.trans))
+        if have != want:
+            raise NnetError(f"{where}: accumulators for {have[0]} Gaussians of dim {have[1]} and {have[2] - 1} "
+                            f"transition-ids, but the model has {want[0]}, {want[1]} and {want[2] - 1}")
 
 
 def accumulate(model, stats, utterances):
     """Add the stats of aligned utterances [(feats, tids)]: each frame's posteriors over the
     Gaussians of its aligned pdf, as gmm-acc-stats-ali (done per pdf, over all frames at once)."""
+    if not utterances:
+        return
     tid2pdf = model.tid2pdf()
     feats = np.concatenate([f for f, _ in utterances]).astype(np.float32)
     tids = np.concatenate([np.asarray(a, dtype=np.int64) for _, a in utterances])
@@ -260,6 +369,9 @@ def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, per
              min_count=20.0, srand=0, log=None):
     """gmm-est: ML update of transitions and Gaussians, then split Gaussians to ``mix_up`` in all
     (allocated to pdfs by occupancy ** power). Updates ``model`` in place."""
+    if not (mix_up >= 0 and 0 <= power < np.inf and 0 <= min_gaussian_occupancy < np.inf
+            and 0 <= perturb_factor < np.inf and 0 <= min_count < np.inf):
+        raise NnetError("need --mix-up >= 0 and finite --power, --min-gaussian-occupancy and --perturb-factor >= 0")
     flags = khg.str_to_gmm_flags("mvwt")
     tcfg = khg.MleTransitionUpdateConfig()
     impr, count = model.tm.mle_update(stats.trans.reshape(-1, 1), tcfg)

@@ -8,8 +8,8 @@ import math
 import os
 
 from nnet_tools.data.textfile import records
-from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path, write_text
+from nnet_tools.errors import NnetError, read_error
+from nnet_tools.fileio import atomic_path, make_dirs, write_error, write_text
 
 
 def read_lexicon(path):
@@ -20,6 +20,9 @@ def read_lexicon(path):
             raise NnetError(f"{path}:{n}: word '{fields[0]}' has no pronunciation")
         if fields[0].startswith("#") or fields[0] in ("<eps>", "<s>", "</s>"):
             raise NnetError(f"{path}:{n}: '{fields[0]}' is a reserved symbol")
+        reserved = [p for p in fields[1:] if p.startswith("#") or p == "<eps>"]
+        if reserved:  # these name epsilon and the disambiguation symbols in phones.txt
+            raise NnetError(f"{path}:{n}: phone '{reserved[0]}' is a reserved symbol")
         out.append((fields[0], fields[1:]))
     if not out:
         raise NnetError(f"{path}: empty lexicon")
@@ -64,6 +67,9 @@ class Lang:
         missing = [w for w in words if w not in self.words]
         if missing:
             raise NnetError(f"{where}: word '{missing[0]}' is not in words.txt")
+        special = [w for w in words if w.startswith("#") or w in ("<eps>", "<s>", "</s>")]
+        if special:  # in words.txt, but no path of L outputs them
+            raise NnetError(f"{where}: '{special[0]}' is a reserved symbol, not a word")
         return [self.words[w] for w in words]
 
 
@@ -72,6 +78,8 @@ def build(lexicon, silence_phone="SIL", silence_word="!SIL"):
     phone_set = {p for _, ps in lexicon for p in ps}
     if silence_phone not in phone_set:
         raise NnetError(f"lexicon has no silence phone '{silence_phone}' (add e.g. '{silence_word} {silence_phone}')")
+    if phone_set == {silence_phone}:
+        raise NnetError(f"lexicon has no phone but the silence phone '{silence_phone}'")
     _, top = add_lex_disambig(lexicon)
     names = ["<eps>", silence_phone] + sorted(phone_set - {silence_phone}) + [f"#{k}" for k in range(top + 1)]
     phones = {p: i for i, p in enumerate(names)}
@@ -138,6 +146,8 @@ def word_loop_fst(lang, exclude=("!SIL",)):
     import kaldifst
     loop_words = [i for w, i in lang.words.items()
                   if i != 0 and not w.startswith("#") and w not in ("<s>", "</s>") and w not in exclude]
+    if not loop_words:
+        raise NnetError(f"the lexicon has no word for the word-loop grammar but {', '.join(exclude)}")
     cost = math.log(len(loop_words))
     fst = kaldifst.StdVectorFst()
     s = fst.add_state()
@@ -169,10 +179,19 @@ def _symbols(table):
 
 
 def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop=True):
-    """Write the whole lang dir from lexicon.txt; returns the Lang."""
+    """Write the whole lang dir from lexicon.txt; returns the Lang. Everything is checked and
+    built before the first file is written."""
     lexicon = read_lexicon(lexicon_path)
     lang = build(lexicon, silence_phone)
-    os.makedirs(os.path.join(lang_dir, "phones"), exist_ok=True)
+    disambig_lexicon, _ = add_lex_disambig(lexicon)
+    fsts = {"L.fst": lexicon_fst(lang, lexicon, sil_prob, silence_phone),
+            "L_disambig.fst": lexicon_fst(lang, disambig_lexicon, sil_prob, silence_phone)}
+    if word_loop:
+        fsts["G.fst"] = word_loop_fst(lang)
+    try:
+        make_dirs(os.path.join(lang_dir, "phones"))
+    except OSError as e:
+        raise write_error(os.path.join(lang_dir, "phones"), e) from None
     write_text(os.path.join(lang_dir, "phones.txt"), _symbols(lang.phones))
     write_text(os.path.join(lang_dir, "words.txt"), _symbols(lang.words))
     write_text(os.path.join(lang_dir, "topo"), topology_text(lang))
@@ -180,11 +199,8 @@ def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop
     for name, ids in (("silence", lang.silence), ("nonsilence", lang.nonsilence), ("disambig", lang.disambig)):
         write_text(os.path.join(lang_dir, "phones", f"{name}.txt"), "".join(f"{id2phone[i]}\n" for i in ids))
         write_text(os.path.join(lang_dir, "phones", f"{name}.int"), "".join(f"{i}\n" for i in ids))
-    write_fst(lexicon_fst(lang, lexicon, sil_prob, silence_phone), os.path.join(lang_dir, "L.fst"))
-    disambig_lexicon, _ = add_lex_disambig(lexicon)
-    write_fst(lexicon_fst(lang, disambig_lexicon, sil_prob, silence_phone), os.path.join(lang_dir, "L_disambig.fst"))
-    if word_loop:
-        write_fst(word_loop_fst(lang), os.path.join(lang_dir, "G.fst"))
+    for name, fst in fsts.items():
+        write_fst(fst, os.path.join(lang_dir, name))
     return lang
 
 
@@ -197,8 +213,8 @@ def _read_table(path):
                 if len(fields) != 2 or not fields[1].isdigit():
                     raise NnetError(f"{path}:{n}: expected 'symbol id', got '{line.strip()}'")
                 table[fields[0]] = int(fields[1])
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "symbol table", e) from None
     return table
 
 
@@ -226,8 +242,8 @@ def read_topology(lang_dir):
     try:
         with open(path) as f:
             text = f.read()
-    except OSError as e:
-        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "HMM topology", e) from None
     topo = khg.HmmTopology()
     try:
         topo.read(text)

@@ -56,6 +56,11 @@ def compute_wer(refs, hyps, mode="present"):
         extra = sorted(set(hyps) - set(refs))
         if extra:
             raise NnetError(f"no reference for utterance '{extra[0]}' (--mode=strict)")
+    # Either would print '%WER 0.00', which best_wer.sh would then pick as the best.
+    if not counts.sents:
+        raise NnetError(f"no utterance scored: none of the {len(refs)} references has a hypothesis")
+    if not counts.ref_words:
+        raise NnetError(f"no reference words in the {counts.sents} utterances scored: a WER is undefined")
     return counts, missing
 
 

@@ -1,0 +1,110 @@
+"""Broken inputs to the speech programs (found by trying them on broken data): each is one
+NnetError line, never a crash, a traceback, or a wrong result with exit status 0."""
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip install -e '.[speech]')")
+
+from conftest import mono_model  # noqa: E402
+from nnet_tools.errors import NnetError  # noqa: E402
+from nnet_tools.speech import decode, features, gmm, graph, lang  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The digits lang and a one-Gaussian-per-pdf model; a two-word lang and its model."""
+    d = tmp_path_factory.mktemp("speech-bad")
+    (d / "small.txt").write_text("!SIL SIL\none W AH N\ntwo T UW\n")
+    models = {"lang": mono_model(d / "lang"), "small": mono_model(d / "small", d / "small.txt")}
+    gmm.save(models["lang"], str(d / "0.mdl"))
+    return d, models
+
+
+def test_a_graph_with_transition_ids_beyond_the_model_is_refused(setup):
+    """The decoder would read scores past the end of its matrix: wrong words, exit 0."""
+    d, models = setup
+    hclg = graph.make_hclg(lang.load(str(d / "lang")), models["lang"], lang.read_fst(str(d / "lang/L_disambig.fst")),
+                           lang.read_fst(str(d / "lang/G.fst")))
+    decode.Decoder(hclg, models["lang"].tid2pdf())
+    with pytest.raises(NnetError, match=r"the graph has transition-id \d+, the model only \d+"):
+        decode.Decoder(hclg, models["small"].tid2pdf())
+    with pytest.raises(NnetError, match="--beam must be finite"):
+        decode.Decoder(hclg, models["lang"].tid2pdf(), beam=math.nan)
+
+
+def test_model_and_lang_from_different_lexicons(setup):
+    d, models = setup
+    with pytest.raises(NnetError, match="the model's 20 phones are not the lang's 6"):
+        models["lang"].check_lang(lang.load(str(d / "small")), "m with small")
+    with pytest.raises(NnetError, match="come from different lexicons"):
+        gmm.GraphCompiler(models["small"], lang.load(str(d / "lang")), lang.read_fst(str(d / "lang/L.fst")))
+
+
+def test_alignments_and_accumulators_from_another_model(setup):
+    d, models = setup
+    num_tids = models["lang"].tm.num_transition_ids
+    gmm.check_tids([1, num_tids], num_tids, "ali")
+    for bad in (0, -1, num_tids + 1):
+        with pytest.raises(NnetError, match=rf"ali: transition-id {bad} out of range \[1, {num_tids}\]"):
+            gmm.check_tids([1, bad], num_tids, "ali")
+    with pytest.raises(NnetError, match=r"acc: accumulators for \d+ Gaussians .* but the model has"):
+        gmm.Stats(models["small"]).check_model(models["lang"], "acc")
+
+
+def test_a_model_file_edited_or_not_a_model(setup, tmp_path):
+    d, _ = setup
+    good = dict(np.load(d / "0.mdl"))
+    for name, edit, message in (
+            ("nomeans", lambda m: m.pop("means"), "no means"),
+            ("nanmean", lambda m: m["means"].__setitem__((0, 0), np.nan), "means must be finite"),
+            ("negvar", lambda m: m["vars"].__setitem__((0, 0), -1.0), "variances must be positive"),
+            ("short", lambda m: m.__setitem__("num_gauss", m["num_gauss"][:-1]), "Gaussians, but means"),
+            ("tid2pdf", lambda m: m["tid2pdf"].__setitem__(1, 0 if m["tid2pdf"][1] else 1), "do not match")):
+        model = {k: v.copy() for k, v in good.items()}
+        edit(model)
+        np.savez(tmp_path / f"{name}.npz", **model)
+        with pytest.raises(NnetError, match=f"{name}.npz: corrupt GMM model: .*{message}"):
+            gmm.load(str(tmp_path / f"{name}.npz"))
+    (tmp_path / "text.mdl").write_text("hello\n")
+    with pytest.raises(NnetError, match=r"text.mdl: not a GMM model file \(not an .npz archive"):
+        gmm.load(str(tmp_path / "text.mdl"))
+    with pytest.raises(NnetError, match="GMM model file is a directory"):
+        gmm.load(str(tmp_path))
+
+
+def test_features_that_are_empty_nan_or_of_another_dim():
+    assert gmm.usable_features(np.zeros((0, 0), np.float32), 6, "u") is False   # skipped, as Kaldi
+    assert gmm.usable_features(np.zeros((3, 6), np.float32), 6, "u") is True
+    with pytest.raises(NnetError, match="u: feature dim 5 does not match the model's 6"):
+        gmm.usable_features(np.zeros((3, 5), np.float32), 6, "u")
+    with pytest.raises(NnetError, match="u: NaN or infinite features"):
+        gmm.usable_features(np.full((3, 6), np.inf, np.float32), 6, "u")
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--num-ceps=0", r"--num-ceps must be in 1..--num-mel-bins \(23\)"),      # segfaulted
+    ("--frame-shift=0.001", "must each be at least one sample"),               # SIGFPE
+    ("--num-mel-bins=1000", "bad mfcc options: You may have set num_mel_bins too large"),
+    ("--window-type=foo", "--window-type must be one of"),
+    ("--cepstral-lifter=nan", "--cepstral-lifter must be a finite number"),   # all-NaN features
+    ("--low-freq=9000", "bad mfcc options: Bad values in options: low-freq 9000")])
+def test_feature_options_out_of_range(option, message):
+    with pytest.raises(NnetError, match=message):
+        features.make_options("mfcc", overrides=[option])
+
+
+def test_a_lexicon_that_would_make_a_corrupt_lang_dir(tmp_path):
+    for name, text, message in (("eps", "!SIL SIL\none W <eps> N\n", "phone '<eps>' is a reserved symbol"),
+                                ("hash", "!SIL SIL\none W AH #0\n", "phone '#0' is a reserved symbol"),
+                                ("sil", "!SIL SIL\n", "no phone but the silence phone")):
+        (tmp_path / f"{name}.txt").write_text(text)
+        with pytest.raises(NnetError, match=message):
+            lang.prepare(str(tmp_path / f"{name}.txt"), str(tmp_path / name))
+    (tmp_path / "ok.txt").write_text("!SIL SIL\none W AH N\n")
+    with pytest.raises(NnetError, match=r"--sil-prob must be in \(0, 1\)"):
+        lang.prepare(str(tmp_path / "ok.txt"), str(tmp_path / "lang"), sil_prob=1.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eps.txt", "hash.txt", "ok.txt", "sil.txt"]  # nothing written
+    with pytest.raises(NnetError, match="'#0' is a reserved symbol, not a word"):
+        lang.build(lang.read_lexicon(str(tmp_path / "ok.txt"))).word_ids(["one", "#0"], "text: utt 'u'")
