@@ -10,7 +10,7 @@ pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip ins
 
 from conftest import REPO, error_line, mono_model, run  # noqa: E402
 from nnet_tools.data import tables  # noqa: E402
-from nnet_tools.speech import gmm, lang  # noqa: E402
+from nnet_tools.speech import gmm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
