@@ -47,6 +47,7 @@ elif $apply_cmvn && [ -n "$cmvn_opts" ]; then
   echo "$0: --cmvn-opts given but there is no $data/cmvn.scp" 1>&2; exit 1
 fi
 mkdir -p "$dir/log"
+rm -rf "$dir/orig"  # an earlier parallel run's pieces: their job summaries would not match this run's
 if [ "$nj" -eq 1 ]; then
   $cmd "$dir/log/get_egs.log" nnet-get-egs "${opts[@]}" "scp:$data/feats.scp" "scp:$data/targets.scp" "$dir"
 else
@@ -55,6 +56,7 @@ else
   # Kaldi's utils/split_scp.pl: N contiguous blocks of lines, sizes differing by at most one.
   split=$dir/split$nj
   rm -rf "$split"; mkdir -p "$split"
+  trap 'rm -rf "$split"' EXIT  # also when a job fails
   awk -v n="$nj" -v total="$nutt" -v dir="$split" \
     '{ j = int((NR - 1) * n / total) + 1; print > (dir "/feats." j ".scp") }' "$data/feats.scp"
   $cmd JOB=1:$nj "$dir/log/get_egs.JOB.log" nnet-get-egs "${opts[@]}" --num-jobs "$nj" --job JOB \
@@ -62,6 +64,5 @@ else
   num_archives=$(cat "$dir/orig/num_archives")
   $cmd ARCHIVE=1:$num_archives "$dir/log/shuffle.ARCHIVE.log" nnet-merge-egs "$dir" ARCHIVE
   $cmd "$dir/log/finish.log" nnet-merge-egs --finish "$dir"
-  rm -rf "$split"
 fi
 echo "$0: wrote $(cat "$dir/info/num_archives") archives of $(cat "$dir/info/egs_per_archive") egs to $dir (cmvn_opts: $(cat "$dir/cmvn_opts"))"

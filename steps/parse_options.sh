@@ -11,7 +11,10 @@ while true; do
     *) break ;;
   esac
   if [ "$name" = config ]; then . "$value" || exit 1; continue; fi
-  if ! eval "[ -n \"\${$name+x}\" ]"; then echo "$0: invalid option --${name//_/-}" 1>&2; exit 1; fi
+  # Only the script's own lower-case settings: not PATH, help_message or a name bash cannot hold.
+  if ! [[ "$name" =~ ^[a-z][a-z0-9_]*$ ]] || [ "$name" = help_message ] || ! eval "[ -n \"\${$name+x}\" ]"; then
+    echo "$0: invalid option --${name//_/-}" 1>&2; exit 1
+  fi
   eval "$name=\"\$value\""
 done
 unset name value

@@ -3,6 +3,9 @@
 #   stage empty (the default): run a stage only when its outputs are missing, and say so when
 #   they are complete, so that re-running ./run.sh after a failure goes on where it stopped.
 # Usage: if run_stage 1 exp/egs/info/num_archives; then ...; fi
+if [ -n "${stage:-}" ] && ! [[ "$stage" =~ ^-?[0-9]+$ ]]; then
+  echo "$0: --stage must be an integer, got '$stage'" 1>&2; exit 1
+fi
 run_stage() {
   local n=$1 missing=0 f
   shift

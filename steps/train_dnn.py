@@ -18,7 +18,7 @@ from nnet_tools.train import options, outer
 
 
 def get_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = options.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", type=int, default=None, help="first stage: -1 start over (init), 0..num_iters-1 "
                    "iterations, num_iters combine; default: go on where DIR left off (a new DIR starts at -1)")
     p.add_argument("--exit-stage", type=int, default=None, help="stop before this iteration")
@@ -36,8 +36,12 @@ def get_args():
 def main():
     args = get_args()
     print(outer.command_line(), flush=True)
-    try:
+    try:  # bad options: nothing was started, so there is nothing to resume
         loop = outer.OuterLoop(options.from_namespace(args), args.egs_dir, args.dir)
+        loop.check_start(args.stage, args.config)
+    except NnetError as e:
+        sys.exit(f"steps/train_dnn.py: {e}")
+    try:
         loop.run(args.stage, args.exit_stage, args.config, args.input_model)
     except outer.Diverged as e:
         sys.exit(f"steps/train_dnn.py: {e}")

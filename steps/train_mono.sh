@@ -19,6 +19,7 @@ realign_iters="1 2 3 4 5 6 7 8 9 10 12 14 16 18 20 23 26 29 32 35 38"
 scale_opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1"
 . "$(dirname "$0")/parse_options.sh"
 [ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
+[ "$max_iter_inc" -ge 1 ] 2>/dev/null || { echo "$0: --max-iter-inc must be an integer >= 1" 1>&2; exit 1; }
 data=$1; lang=$2; dir=$3
 for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }

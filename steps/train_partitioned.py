@@ -49,7 +49,7 @@ SUB_OPTIONS = [  # flag, PartitionOptions field, type, help
 
 
 def get_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = options.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", type=int, default=0, help="first stage: 0 split, 1 sub-models, 2 merge, 3 full model")
     p.add_argument("--stop-stage", type=int, default=3, help="last stage to run")
     p.add_argument("--train-stage", type=int, default=-1, help="the full model's outer-loop stage (to resume it)")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, error_line, nan_archive, run, write_egs_dir
+from conftest import REPO, SMALL_CONFIG, error_line, nan_archive, run, write_egs_dir
 from nnet_tools import device, fileio
 from nnet_tools.cli.average_models import parse_weights
 from nnet_tools.data import egs, tables
@@ -214,6 +214,13 @@ def test_a_garbled_log_number_is_nan_in_the_report_not_a_crash(tmp_path):
     assert math.isnan(logparse.compute_prob(log)["log-likelihood"])
     diffs = logparse.parameter_differences(log)
     assert math.isnan(diffs["hidden"]) and diffs["output"] == 0.5 and "bare" not in diffs
+    from nnet_tools.report import summary   # the dir summary's own reads of progress and combine logs
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "progress.0.log").write_text("num-parameters: 37\0\0\noutput-node name=output dim=4\0\n")
+    (tmp_path / "log" / "combine.log").write_text("Combining 1\0 nnets, objective function changed from -1.3\0 to -1\n")
+    assert "num-params=nanM" in summary._progress_info(str(tmp_path), 0)
+    assert summary._combine_info(str(tmp_path)) == " combine=nan->-1.00 (over ?)"
+    assert summary.format_total(1e20) == "1e+20 seconds"
 
 
 def test_egs_dir_problems_are_one_line(tmp_path):
@@ -224,6 +231,12 @@ def test_egs_dir_problems_are_one_line(tmp_path):
     (tmp_path / "egs" / get_egs.ORIG).mkdir(parents=True)
     (tmp_path / "egs" / get_egs.ORIG / "job.1.json").write_text("[1, 2]\n")
     with pytest.raises(NnetError, match="job.1.json: not an nnet-get-egs job summary"):
+        get_egs.merge_archive(str(tmp_path / "egs"), 1)
+    # Summaries of a run with another --num-jobs left beside this run's: named, not 'jobs [] did not finish'.
+    for j, num_jobs in ((1, 2), (2, 2), (3, 3)):
+        summary = {**dict.fromkeys(get_egs.SUMMARY_KEYS), "job": j, "num_jobs": num_jobs}
+        (tmp_path / "egs" / get_egs.ORIG / f"job.{j}.json").write_text(json.dumps(summary))
+    with pytest.raises(NnetError, match=r"job.3.json is from a run of 3 dump jobs, job.1.json from one of 2: remove"):
         get_egs.merge_archive(str(tmp_path / "egs"), 1)
 
 
@@ -247,3 +260,14 @@ def test_a_model_file_that_is_empty_truncated_or_not_ours(tmp_path):
             warnings.simplefilter("error")   # torch's warnings about old formats would precede the ERROR line
             with pytest.raises(NnetError, match=rf"{name}.mdl: not a readable nnet-tools model file \({what}"):
                 model_io.read(tmp_path / f"{name}.mdl", mmap=True)
+
+
+def test_driver_and_shell_step_options_are_one_line_and_exit_1(tmp_path):
+    r = run(REPO / "steps/train_dnn.py", "--stage", "abc", "--egs.dir", tmp_path, "--dir", tmp_path / "x")
+    assert r.returncode == 1 and r.stderr.strip() == \
+        "train_dnn.py: argument --stage: invalid int value: 'abc' (see --help)"   # argparse: usage, exit 2
+    for option in ("--PATH", "--help-message", "--foo.bar"):   # a variable of bash's, or no name at all
+        r = run(REPO / "steps/get_egs.sh", option, "x", tmp_path, tmp_path / "egs")
+        assert r.returncode == 1 and r.stderr.strip().endswith(f"invalid option {option}")
+    r = run("bash", "-c", f"stage=abc; . {REPO}/steps/stages.sh")
+    assert r.returncode == 1 and "--stage must be an integer, got 'abc'" in r.stderr   # ran no stage, exit 0

@@ -14,7 +14,7 @@ from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.train import combine, options, outer, outer_optim, schedule
+from nnet_tools.train import combine, manifest, options, outer, outer_optim, schedule
 from nnet_tools.train.launcher import BACKGROUND_NICENESS, InProcessLauncher, Launcher, LaunchFailed
 
 
@@ -385,3 +385,67 @@ def test_background_commands_run_below_the_jobs_priority(tmp_path):
                 for name in ("background", "foreground")}
     base = os.nice(0)
     assert niceness == {"background": str(min(base + BACKGROUND_NICENESS, 19)), "foreground": str(base)}
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(num_epochs=0.2), r"gives 0 iterations .* need 1 to"),           # used to train nothing, exit 0
+    (dict(num_epochs=float("nan")), "--trainer.num-epochs must be finite and > 0"),
+    (dict(num_epochs=1e9), r"gives \d+ iterations"),                      # a plan that would not fit in memory
+    (dict(jobs_initial=0), "num-jobs-initial must be >= 1"),              # used to divide by zero
+    (dict(jobs_step=0), "num-jobs-step must be >= 1"),
+    (dict(final_lrate=0.0), "final-effective-lrate must be finite and > 0"),
+    (dict(preserve_interval=0), "preserve-model-interval must be >= 1"),
+    (dict(momentum=float("nan")), r"momentum must be in \[0, 1\)"),       # every job would fail, every retry
+    (dict(minibatch_size="abc"), "minibatch-size: bad minibatch size 'abc'"),
+    (dict(divergence_threshold=float("nan")), "divergence-threshold must be finite"),
+    (dict(outer_method="bmuf", outer_momentum=float("nan")), r"outer.momentum must be in \[0, 1\)")])
+def test_driver_options_out_of_range_are_refused_before_any_work(tmp_path, egs_info, change, message):
+    opts = options.TrainerOptions(**{**dict(num_epochs=3, jobs_initial=2, jobs_final=4), **change})
+    with pytest.raises(NnetError, match=message):
+        outer.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), launcher=InProcessLauncher(str(tmp_path)))
+    assert not (tmp_path / "exp").exists()
+
+
+def test_a_stage_past_the_end_a_bad_config_or_cmd_fail_before_any_work(tmp_path, egs_info):
+    (egs_info / "info" / "feat_dim").write_text("6\n")
+    loop = outer.OuterLoop(options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4), str(egs_info),
+                           str(tmp_path / "exp"), launcher=InProcessLauncher(str(tmp_path)))
+    with pytest.raises(NnetError, match=rf"--stage 100 is past this run's last stage, {loop.num_iters}"):
+        loop.run(stage=100)      # used to say 'complete' with no model
+    (tmp_path / "m.yaml").write_text(SMALL_CONFIG.replace("input-dim: 6", "input-dim: 7"))
+    with pytest.raises(NnetError, match=r"m.yaml: input-dim 7 does not match the egs' feature dim 6"):
+        loop.run(config=str(tmp_path / "m.yaml"))
+    assert not (tmp_path / "exp" / "manifest.json").exists()
+    with pytest.raises(NnetError, match=r"--dir '.*d\$x': shell characters"):   # the task's bash would expand $x
+        outer.OuterLoop(loop.opts, str(egs_info), str(tmp_path / "d$x"), launcher=InProcessLauncher(str(tmp_path)))
+    for cmd, message in (("no-such-queue local", "no program 'no-such-queue' on PATH"), ("", "empty"),
+                         ("nnet-queue 'local", "No closing quotation")):
+        with pytest.raises(NnetError, match=message):
+            Launcher(cmd, str(tmp_path))
+
+
+def test_a_run_that_failed_before_its_first_model_starts_over_with_new_settings(tmp_path, egs_info):
+    """Fixing a config that broke stage -1 and re-running must not be refused as 'other settings'."""
+    exp = tmp_path / "exp"
+    (tmp_path / "first.yaml").write_text(SMALL_CONFIG.replace("dim: 16", "dim: 12"))
+    opts = options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4)
+    exp.mkdir()   # the manifest an earlier run wrote before its stage -1 failed
+    manifest.write(str(exp), manifest.describe(opts, str(egs_info), 8, 1, config=str(tmp_path / "first.yaml")))
+    drive(tmp_path, egs_info, lambda it, j: -1.0)   # same dir, another config: runs
+    assert (exp / "final.mdl").exists()
+
+
+def test_outer_step_refuses_what_would_make_a_nan_model():
+    for kwargs, message in ((dict(momentum=float("nan")), r"--momentum in \[0, 1\)"),
+                            (dict(learning_rate=float("inf")), "finite --learning-rate > 0"),
+                            (dict(jobs=0), "--jobs must be >= 1")):
+        with pytest.raises(NnetError, match=message):
+            outer_optim.make("bmuf", **{"jobs": 2, **kwargs})
+    params = {"w": torch.zeros(2, 3)}
+    outer_optim.check_state({}, "bmuf", params, "s")
+    outer_optim.check_state({"w.w": torch.zeros(2, 3), "delta.w": torch.zeros(2, 3)}, "bmuf", params, "s")
+    with pytest.raises(NnetError, match="s: not a nesterov state for this model"):
+        outer_optim.check_state({"w.w": torch.zeros(2, 3), "delta.w": torch.zeros(2, 3)}, "nesterov", params, "s")
+    with pytest.raises(NnetError, match=r"s: delta.w is not a finite tensor of the parameter's shape \(2, 3\)"):
+        outer_optim.check_state({"w.w": torch.zeros(2, 3), "delta.w": torch.full((2, 3), float("nan"))},
+                                "bmuf", params, "s")

@@ -30,6 +30,15 @@ def read_log(path):
 
 
 
+def test_help_after_the_backend_and_a_log_dir_removed_while_the_task_runs(tmp_path):
+    r = queue_local(tmp_path, "--help")
+    assert r.returncode == 0 and "Usage: nnet-queue BACKEND" in r.stdout   # not a log named --help
+    (tmp_path / "gone" / "log").mkdir(parents=True)
+    r = queue_local(tmp_path, "gone/log/a.log", "rm", "-rf", "gone")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "cannot finish log gone/log/a.log: No such file or directory; counting the task as failed" in r.stderr
+
+
 def test_array_with_one_failing_task(tmp_path):
     r = queue_local(tmp_path, "JOB=1:3", "log/t.JOB.log", "bash", "-c",
                     "echo task JOB >&2; exit $((JOB == 2 ? 3 : 0))")

@@ -46,13 +46,19 @@ def main(method, jobs, momentum, learning_rate, nesterov, state_in, state_out, s
         raise NnetError(f"{average_model}: model structure differs from {start_model}")
     opt = outer_optim.make(method, jobs, momentum, learning_rate, nesterov)
     params = {name: p.detach() for name, p in start.named_parameters()}
-    new, state = opt.step(params, {name: p.detach() for name, p in average.named_parameters()}, _load_state(state_in))
+    state = _load_state(state_in)
+    outer_optim.check_state(state, method, params, state_in)
+    new, state = opt.step(params, {name: p.detach() for name, p in average.named_parameters()}, state)
+    bad = [name for name, p in new.items() if not bool(p.isfinite().all())]
+    if bad:
+        raise NnetError(f"{method} step: the new model is not finite (in {bad[0]}); nothing written")
     with torch.no_grad():
         for name, p in average.named_parameters():
             p.copy_(new[name])
-    with atomic_path(state_out) as tmp:
-        torch.save(state, tmp)
-    model_io.save(average, model_out)
+    # Both temp files are made before either is written, and renamed only when both are.
+    with atomic_path(state_out) as state_tmp, atomic_path(model_out) as model_tmp:
+        torch.save(state, state_tmp)
+        model_io.save(average, model_tmp)
     change = sum(float((new[n] - params[n]).pow(2).sum()) for n in params) ** 0.5
     logger.info(f"{method} step (momentum {opt.momentum:g}, learning rate {opt.learning_rate:g}): "
                 f"parameter change {change:.6g}; wrote {model_out} and {state_out}")

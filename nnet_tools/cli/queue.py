@@ -50,4 +50,7 @@ Examples:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @program("nnet-queue")
 def main(backend, args):
+    if args[:1] in (("--help",), ("-h",)):  # before any JOB= or LOG: help, not a log named --help
+        click.echo(click.get_current_context().get_help())
+        sys.exit(0)
     sys.exit(queue.launch(backend, args))

@@ -498,6 +498,10 @@ def _jobs(egs_dir):
     summaries.sort(key=lambda s: s["job"])
     num_jobs = summaries[0]["num_jobs"] if summaries else 0
     done = [s["job"] for s in summaries]
+    odd = [s for s in summaries if s["num_jobs"] != num_jobs or not 1 <= s["job"] <= num_jobs]
+    if odd:
+        raise NnetError(f"{orig}: job.{odd[0]['job']}.json is from a run of {odd[0]['num_jobs']} dump jobs, job.1.json "
+                        f"from one of {num_jobs}: remove {orig} and run the dump jobs again")
     if not summaries or done != list(range(1, num_jobs + 1)):
         missing = sorted(set(range(1, num_jobs + 1)) - set(done)) if summaries else "all"
         raise NnetError(f"{orig}: dump jobs {missing} did not finish (no job.<j>.json); re-run them")

@@ -89,7 +89,7 @@ def _scratch_file():
 
 
 @contextlib.contextmanager
-def _stderr_captured(written):
+def stderr_captured(written):
     """Send fd 2 to the scratch file; append what was written there to ``written``."""
     with _fd2_lock:
         scratch = _scratch_file()
@@ -152,7 +152,7 @@ class _Kaldi:
     def __call__(self, fn, key=None, capture=True):
         """Call ``fn``; ``capture=False`` where it starts a command, which keeps our stderr."""
         error, written = None, []
-        with _stderr_captured(written) if capture else _children_die_on_sigpipe():
+        with stderr_captured(written) if capture else _children_die_on_sigpipe():
             try:
                 result = fn()
             except RuntimeError as e:
@@ -186,7 +186,7 @@ class _Kaldi:
 
     def close_quietly(self, impl):
         """Close after a failure or an early stop: a pipe cut short complains, rightly ignored."""
-        with contextlib.suppress(RuntimeError), _stderr_captured([]):
+        with contextlib.suppress(RuntimeError), stderr_captured([]):
             impl.close()
         self.pending = []
 

@@ -134,7 +134,12 @@ class LocalBackend(Backend):
 
     def _finish(self, running):
         returncode = running.popen.wait()
-        tasklog.write_footer(running.log, running.started, returncode, self.spec.num_threads)
+        try:
+            tasklog.write_footer(running.log, running.started, returncode, self.spec.num_threads)
+        except OSError as e:  # its directory was removed (or became unwritable) while it ran
+            print(f"{self.prog}: cannot finish log {running.log}: {e.strerror}; counting the task as failed",
+                  file=sys.stderr)
+            return returncode or 1
         return returncode
 
     def _stop(self, running):

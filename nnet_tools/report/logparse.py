@@ -27,7 +27,7 @@ def numbered_logs(exp_dir, pattern):
     return dict(sorted(found.items()))
 
 
-def _float(text):
+def number(text):
     """A number from a log; NaN for a garbled one (a log cut or overwritten mid-line), so one bad
     line shows as NaN in the report rather than stopping it."""
     try:
@@ -45,18 +45,18 @@ def train_objective(path):
     found = OBJF_RE.findall(_read(path))
     if not found:
         return None
-    value = _float(found[-1][0].split("=")[-1])
+    value = number(found[-1][0].split("=")[-1])
     return value if math.isfinite(value) else None
 
 
 def compute_prob(path):
     """{'log-likelihood': x, 'accuracy': y} from a compute_prob log (missing keys absent)."""
-    return {key: _float(value) for key, value in PROB_RE.findall(_read(path))}
+    return {key: number(value) for key, value in PROB_RE.findall(_read(path))}
 
 
 def accounting_time(path):
     found = TIME_RE.findall(_read(path))
-    return _float(found[-1]) if found else None
+    return number(found[-1]) if found else None
 
 
 # nnet3-show-progress: "Relative parameter differences per layer are [ tdnn1.affine:0.017 output.affine:0.03 ]"
@@ -78,11 +78,11 @@ def parameter_differences(path, relative=True):
     if not found:
         return {}
     pairs = (item.rsplit(":", 1) for item in found[-1].split() if ":" in item)
-    return {name: _float(value) for name, value in pairs}
+    return {name: number(value) for name, value in pairs}
 
 
 def _numbers(text):
-    return [_float(v) for v in re.split(r"[,\s]+", text.strip()) if v]
+    return [number(v) for v in re.split(r"[,\s]+", text.strip()) if v]
 
 
 def nonlinearity_stats(path):
@@ -96,7 +96,7 @@ def nonlinearity_stats(path):
             points, values = _numbers(points), _numbers(values)
             if len(points) != len(values):
                 continue
-            summaries[key] = {"percentiles": dict(zip(points, values)), "mean": _float(mean), "stddev": _float(stddev)}
+            summaries[key] = {"percentiles": dict(zip(points, values)), "mean": number(mean), "stddev": number(stddev)}
         if "value-avg" in summaries and "deriv-avg" in summaries:
             stats[name] = {"type": kind, **summaries}
     return stats
@@ -107,4 +107,4 @@ def learning_rate(path):
     text = _read(path)
     header = text.split("\n", 1)[0] if text.startswith("#") else ""
     found = LRATE_RE.search(header)
-    return _float(found.group(1)) if found else None
+    return number(found.group(1)) if found else None

@@ -46,7 +46,10 @@ def iteration_rows(exp_dir, key="accuracy"):
 
 def format_total(seconds):
     """Python's timedelta string, as Kaldi's report prints it: 0:03:22, 1 day, 2:00:05."""
-    return str(datetime.timedelta(seconds=seconds))
+    try:
+        return str(datetime.timedelta(seconds=seconds))
+    except OverflowError:  # a garbled 'time=' in a log
+        return f"{seconds:g} seconds"
 
 
 def accuracy_report(exp_dir, key="accuracy"):
@@ -102,13 +105,13 @@ def _progress_info(exp_dir, it):
     out = ""
     params = re.findall(r"^num-parameters: (\S+)", text, re.M)
     if params:
-        out += f" num-params={float(params[-1]) / 1e6:.1f}M"
-    clipped = [float(x) for x in re.findall(r"clipped-proportion=([^,\s]+)", text)]
+        out += f" num-params={logparse.number(params[-1]) / 1e6:.1f}M"
+    clipped = [logparse.number(x) for x in re.findall(r"clipped-proportion=([^,\s]+)", text)]
     if clipped and max(clipped) > 0.1:
         out += f" **max-clipped-proportion={max(clipped):g}**" if max(clipped) > 0.3 else f" max-clipped-proportion={max(clipped):g}"
     dims = {name: re.findall(rf"^{kind}-node.* name={name} .*dim=(\S+)", text, re.M)
             for kind, name in (("output", "output"), ("input", "input"), ("input", "ivector"))}
-    out_dim, in_dim, iv_dim = (int(dims[n][-1]) if dims[n] else 0 for n in ("output", "input", "ivector"))
+    out_dim, in_dim, iv_dim = (_dim(dims[n][-1]) if dims[n] else 0 for n in ("output", "input", "ivector"))
     if out_dim and in_dim and iv_dim:
         out += f" dim={in_dim}+{iv_dim}->{out_dim}"
     elif out_dim and in_dim:
@@ -118,14 +121,19 @@ def _progress_info(exp_dir, it):
     return out
 
 
+def _dim(text):
+    """A dim from a log; 0 (not shown) for a garbled one."""
+    return int(text) if text.isdigit() else 0
+
+
 def _combine_info(exp_dir):
     try:
         with open(_log(exp_dir, "combine.log"), errors="replace") as f:
             for line in f:
                 if m := re.search(r"Combining nnets, objective function changed from (\S+) to (\S+)", line):
-                    return f" combine={float(m.group(1)):.2f}->{float(m.group(2)):.2f}"
+                    return f" combine={logparse.number(m.group(1)):.2f}->{logparse.number(m.group(2)):.2f}"
                 if m := re.search(r"Combining (\S+) nnets, objective function changed from (\S+) to (\S+)", line):
-                    return f" combine={float(m.group(2)):.2f}->{float(m.group(3)):.2f} (over {int(m.group(1))})"
+                    return f" combine={logparse.number(m.group(2)):.2f}->{logparse.number(m.group(3)):.2f} (over {m.group(1) if m.group(1).isdigit() else '?'})"
     except OSError:
         pass
     return ""

@@ -7,6 +7,7 @@ word-position dependent (prepare_lang.sh --position-dependent-phones false).
 import math
 import os
 
+from nnet_tools.data.tables import stderr_captured
 from nnet_tools.data.textfile import records
 from nnet_tools.errors import NnetError, read_error
 from nnet_tools.fileio import atomic_path, make_dirs, write_error, write_text
@@ -168,9 +169,12 @@ def read_fst(path):
     import kaldifst
     if not os.path.isfile(path):
         raise NnetError(f"{path}: FST file does not exist")
-    fst = kaldifst.StdVectorFst.read(path)  # OpenFst says why on stderr and returns None
+    said = []
+    with stderr_captured(said):  # OpenFst says why on stderr and returns None
+        fst = kaldifst.StdVectorFst.read(path)
     if fst is None:
-        raise NnetError(f"{path}: cannot read FST (not an OpenFst binary file?)")
+        reason = "".join(said).strip().splitlines()[:1] or ["not an OpenFst binary file?"]
+        raise NnetError(f"{path}: cannot read FST ({reason[0].removeprefix('ERROR: ')})")
     return fst
 
 

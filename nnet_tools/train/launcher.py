@@ -12,6 +12,7 @@ import importlib.metadata
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -34,13 +35,25 @@ class LaunchFailed(NnetError):
         self.log = log
 
 
+def _launcher_argv(cmd):
+    """--cmd as argv, checked: a user's typo is one line here, not a traceback at the first job."""
+    try:
+        argv = shlex.split(cmd)
+    except ValueError as e:  # an unclosed quote
+        raise NnetError(f"--cmd {cmd!r}: {e}") from None
+    if not argv or shutil.which(argv[0]) is None:
+        raise NnetError(f"--cmd {cmd!r}: " + (f"no program '{argv[0]}' on PATH" if argv else "empty")
+                        + " (e.g. --cmd 'nnet-queue local', or $train_cmd from cmd.sh)")
+    return argv
+
+
 class Launcher:
     """Foreground commands fail loudly; background ones (diagnostics) only warn, as in Kaldi.
     Every command dies with the driver (a killed driver leaves no launcher behind), and ``tick``
     is called every few seconds while a foreground command runs (the exp-dir lock's heartbeat)."""
 
     def __init__(self, cmd, log_dir, name="driver", tick=None):
-        self.cmd = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        self.cmd = _launcher_argv(cmd) if isinstance(cmd, str) else list(cmd)
         self.log_dir = log_dir
         self.name = name
         self.tick = tick

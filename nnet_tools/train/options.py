@@ -2,7 +2,11 @@
 one place. Steps add them to their parser; the outer loop reads the resulting TrainerOptions."""
 import argparse
 import dataclasses
+import math
 from dataclasses import dataclass, field
+
+from nnet_tools.errors import NnetError
+from nnet_tools.train.minibatch import MinibatchRule
 
 
 def str2bool(text):
@@ -64,6 +68,52 @@ class TrainerOptions:
     outer_learning_rate: float = _opt("--trainer.outer.learning-rate", None,
                                       "block learning rate; default 1.0 for bmuf, 0.7 for nesterov")
     outer_nesterov: bool = _opt("--trainer.outer.nesterov", True, "bmuf: Nesterov look-ahead", type=str2bool)
+
+
+# More iterations than this is a mistyped --trainer.num-epochs, not a run: its plan alone would
+# not fit in memory.
+MAX_ITERATIONS = 1_000_000
+
+
+def check(opts, num_archives):
+    """Refuse, before any work, option values the loop or its jobs cannot run with, naming the
+    option: a job would fail on them every retry, and the loop's arithmetic divide by zero."""
+    def need(ok, flag, what, value):
+        if not ok:
+            raise NnetError(f"{flag} must be {what}, got {value}")
+    need(0 < opts.num_epochs < math.inf, "--trainer.num-epochs", "finite and > 0", opts.num_epochs)
+    for f in ("jobs_initial", "jobs_final", "jobs_step", "preserve_interval", "max_models_combine",
+              "max_objective_evaluations", "num_threads", "backstitch_interval"):
+        need(getattr(opts, f) >= 1, _flag(f), ">= 1", getattr(opts, f))
+    need(opts.jobs_initial <= num_archives, _flag("jobs_initial"), f"<= the {num_archives} egs archives",
+         opts.jobs_initial)
+    for f in ("initial_lrate", "final_lrate"):
+        need(0 < getattr(opts, f) < math.inf, _flag(f), "finite and > 0", getattr(opts, f))
+    for f in ("max_param_change", "proportional_shrink", "backstitch_scale"):
+        need(0 <= getattr(opts, f) < math.inf, _flag(f), "finite and >= 0", getattr(opts, f))
+    need(0 <= opts.momentum < 1, _flag("momentum"), "in [0, 1)", opts.momentum)
+    need(opts.shuffle_buffer_size >= 0, _flag("shuffle_buffer_size"), ">= 0", opts.shuffle_buffer_size)
+    need(opts.max_retries >= 0, _flag("max_retries"), ">= 0", opts.max_retries)
+    need(0 < opts.min_success_fraction <= 1, _flag("min_success_fraction"), "in (0, 1]", opts.min_success_fraction)
+    need(0 <= opts.divergence_threshold < math.inf, _flag("divergence_threshold"), "finite and >= 0 (0: never)",
+         opts.divergence_threshold)
+    need(opts.outer_momentum is None or 0 <= opts.outer_momentum < 1, _flag("outer_momentum"), "in [0, 1)",
+         opts.outer_momentum)
+    need(opts.outer_learning_rate is None or 0 < opts.outer_learning_rate < math.inf, _flag("outer_learning_rate"),
+         "finite and > 0", opts.outer_learning_rate)
+    MinibatchRule(opts.minibatch_size, where=_flag("minibatch_size"))
+
+
+def _flag(name):
+    return next(f.metadata["flag"] for f in dataclasses.fields(TrainerOptions) if f.name == name)
+
+
+class Parser(argparse.ArgumentParser):
+    """A driver's option parser: a bad option is one line and exit status 1, as a Kaldi program's
+    (argparse prints the whole usage and exits 2)."""
+
+    def error(self, message):
+        self.exit(1, f"{self.prog}: {message} (see --help)\n")
 
 
 def add_arguments(parser, **defaults):

@@ -18,16 +18,17 @@ import time
 from nnet_tools.data import vectors
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import write_text
+from nnet_tools.fileio import make_dirs, write_text
 from nnet_tools.report import logparse, summary
-from nnet_tools.model import model_io, presoftmax
-from nnet_tools.train import dropout_schedule, manifest, schedule, tree_average
+from nnet_tools.model import config as config_mod, model_io, presoftmax
+from nnet_tools.train import dropout_schedule, manifest, options, schedule, tree_average
 from nnet_tools.train.exp_lock import ExpLock
 from nnet_tools.train.launcher import LaunchFailed, Launcher
 from nnet_tools.train.minibatch import halve
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
 NONFINITE_RE = re.compile(r"non-?finite", re.I)
+SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
 
@@ -90,7 +91,20 @@ class OuterLoop:
         self.frames_per_eg = read_info(egs_dir, "frames_per_eg")
         if opts.jobs_final > self.num_archives:
             raise NnetError(f"num-jobs-final {opts.jobs_final} > number of archives {self.num_archives} in {egs_dir}")
-        os.makedirs(os.path.join(dir, "log"), exist_ok=True)
+        options.check(opts, self.num_archives)
+        for flag, path in (("--dir", dir), ("--egs.dir", egs_dir)):
+            if SHELL_CHARS.search(path):  # $cmd re-quotes words as Kaldi's run.pl: only whitespace
+                raise NnetError(f"{flag} {path!r}: shell characters in a path would be expanded by the task's "
+                                f"shell; use a path without them")
+        iters, _ = schedule.num_iters(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
+                                      opts.jobs_final)
+        if not 1 <= iters <= options.MAX_ITERATIONS:
+            raise NnetError(f"--trainer.num-epochs {opts.num_epochs} gives {iters} iterations on {self.num_archives} "
+                            f"archives of {self.frames_per_eg} frames per eg; need 1 to {options.MAX_ITERATIONS}")
+        try:
+            make_dirs(os.path.join(dir, "log"))
+        except OSError as e:
+            raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
         if opts.dropout_schedule:
             dropout_schedule.parse(opts.dropout_schedule, where="--trainer.dropout-schedule")
         if opts.averaging_fanin < 0 or opts.averaging_fanin == 1:
@@ -121,6 +135,7 @@ class OuterLoop:
     def run(self, stage=None, exit_stage=None, config=None, input_model=None):
         """stage None: go on where this dir left off (a new dir starts at -1); -1: start over;
         N: Kaldi's --stage N. Holds the dir's lock throughout."""
+        self.check_start(stage, config)
         with ExpLock(self.dir) as lock:
             self.launcher.tick = lock.beat
             remove_stale_temp_files(self.dir)
@@ -136,11 +151,27 @@ class OuterLoop:
                 self.launcher.wait()
                 raise
 
+    def check_start(self, stage, config):
+        """What can be wrong with the stage and the config, found before any work; the model
+        config must parse and take the egs' features (not found in init_model.log, or in every
+        job's log for a wrong input-dim)."""
+        if stage is not None and stage > self.num_iters:
+            raise NnetError(f"--stage {stage} is past this run's last stage, {self.num_iters} (the final combination)")
+        if not config or (stage is not None and stage > -1):
+            return
+        cfg = config_mod.load(config)
+        if not os.path.exists(os.path.join(self.egs_dir, "info", "feat_dim")):  # a hand-made egs dir
+            return
+        feat_dim = read_info(self.egs_dir, "feat_dim")
+        if cfg["input-dim"] != feat_dim:
+            raise NnetError(f"{config}: input-dim {cfg['input-dim']} does not match the egs' feature dim {feat_dim} "
+                            f"({self.egs_dir}/info/feat_dim)")
+
     def check_manifest(self, stage, config, input_model):
         """The stage to start at, after checking this run's settings against the dir's manifest."""
         new = manifest.describe(self.opts, self.egs_dir, self.num_archives, self.frames_per_eg, config, input_model)
         old = None if stage == -1 else manifest.read(self.dir)
-        if old is None:
+        if old is None or not os.path.exists(self.mdl(0)):  # nothing made yet: any settings may start it
             manifest.write(self.dir, new)
             return -1 if stage is None else stage
         diffs = manifest.differences(old, new)

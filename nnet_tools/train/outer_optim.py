@@ -13,7 +13,11 @@ an update to be smoothed across iterations:
 Only parameters go through the optimizer; batch-norm statistics are taken from the average.
 State is a dict of tensors keyed by parameter name (saved with torch.save, loaded weights-only).
 """
+import math
+
 import torch
+
+from nnet_tools.errors import NnetError
 
 
 class Bmuf:
@@ -52,9 +56,30 @@ class Nesterov:
 DEFAULTS = {"bmuf": lambda jobs: (1.0 - 1.0 / jobs, 1.0), "nesterov": lambda jobs: (0.9, 0.7)}
 
 
+STATE_KEYS = {"bmuf": ("w", "delta"), "nesterov": ("v",)}  # the state's tensors per parameter
+
+
 def make(method, jobs, momentum=None, learning_rate=None, nesterov=True):
     """The optimizer for ``method`` with the defaults for ``jobs`` parallel jobs."""
+    if jobs < 1:
+        raise NnetError(f"--jobs must be >= 1, got {jobs}")
     m, lr = DEFAULTS[method](jobs)
     m = m if momentum is None else momentum
     lr = lr if learning_rate is None else learning_rate
+    if not (0 <= m < 1 and 0 < lr < math.inf):  # NaN fails both
+        raise NnetError(f"need --momentum in [0, 1) and a finite --learning-rate > 0, got {m} and {lr}")
     return Bmuf(m, lr, nesterov) if method == "bmuf" else Nesterov(m, lr)
+
+
+def check_state(state, method, params, where):
+    """A state written by the same method for the same parameters, finite: any other would be
+    ignored in part, or fail on a shape deep in the step."""
+    if not isinstance(state, dict):
+        raise NnetError(f"{where}: not an outer-optimizer state (not a dict of tensors)")
+    want = {f"{k}.{name}": p.shape for name, p in params.items() for k in STATE_KEYS[method]}
+    if state and set(state) != set(want):
+        raise NnetError(f"{where}: not a {method} state for this model (its tensors are not "
+                        f"{', '.join(f'{k}.*' for k in STATE_KEYS[method])} of its parameters)")
+    for key, tensor in state.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.shape != want[key] or not bool(tensor.isfinite().all()):
+            raise NnetError(f"{where}: {key} is not a finite tensor of the parameter's shape {tuple(want[key])}")

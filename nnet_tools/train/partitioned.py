@@ -60,12 +60,17 @@ def shard_egs(egs_dir, k, dir):
 
 def full_model_options(opts, popts):
     """The trainer options with --train-opts applied on top (they win, as on a command line)."""
-    parser = argparse.ArgumentParser(prog="--train-opts", add_help=False)
+    parser = _TrainOptsParser(prog="--train-opts", add_help=False)
     options.add_arguments(parser, **dataclasses.asdict(opts))
     try:
         return options.from_namespace(parser.parse_args(shlex.split(popts.train_opts)))
-    except SystemExit:
-        raise NnetError(f"--train-opts: cannot parse {popts.train_opts!r}") from None
+    except ValueError as e:  # shlex: an unclosed quote
+        raise NnetError(f"--train-opts {popts.train_opts!r}: {e}") from None
+
+
+class _TrainOptsParser(argparse.ArgumentParser):
+    def error(self, message):  # not argparse's usage and exit 2
+        raise NnetError(f"--train-opts: {message}")
 
 
 class Partitioned:
