@@ -39,6 +39,8 @@ opts=(--frames-per-eg "$frames_per_eg" --left-context "$left_context" --right-co
       --compress "$compress")
 [ -n "$num_targets" ] && opts+=(--num-targets "$num_targets")
 case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" 1>&2; exit 1 ;; esac
+nutt=$(wc -l < "$data/feats.scp")
+[ "$nutt" -ge "$nj" ] || { echo "$0: --nj $nj is more than the $nutt utterances of $data/feats.scp" 1>&2; exit 1; }
 case "$apply_cmvn" in true|false) ;; *) echo "$0: --apply-cmvn must be true or false" 1>&2; exit 1 ;; esac
 if $apply_cmvn && [ -f "$data/cmvn.scp" ]; then
   [ -f "$data/utt2spk" ] || { echo "$0: $data/cmvn.scp needs $data/utt2spk" 1>&2; exit 1; }
@@ -51,8 +53,6 @@ rm -rf "$dir/orig"  # an earlier parallel run's pieces: their job summaries woul
 if [ "$nj" -eq 1 ]; then
   $cmd "$dir/log/get_egs.log" nnet-get-egs "${opts[@]}" "scp:$data/feats.scp" "scp:$data/targets.scp" "$dir"
 else
-  nutt=$(wc -l < "$data/feats.scp")
-  [ "$nutt" -ge "$nj" ] || { echo "$0: --nj $nj is more than the $nutt utterances of $data/feats.scp" 1>&2; exit 1; }
   # Kaldi's utils/split_scp.pl: N contiguous blocks of lines, sizes differing by at most one.
   split=$dir/split$nj
   rm -rf "$split"; mkdir -p "$split"

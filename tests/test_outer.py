@@ -83,6 +83,7 @@ def egs_info(tmp_path):
     (tmp_path / "egs" / "info").mkdir(parents=True)
     for key, value in dict(num_archives=8, frames_per_eg=1).items():
         (tmp_path / "egs" / "info" / key).write_text(f"{value}\n")
+    (tmp_path / "egs" / "combine.egs").write_bytes(b"")   # the driver checks it is there; the recorder never reads it
     return tmp_path / "egs"
 
 
@@ -416,6 +417,9 @@ def test_a_stage_past_the_end_a_bad_config_or_cmd_fail_before_any_work(tmp_path,
     with pytest.raises(NnetError, match=r"m.yaml: input-dim 7 does not match the egs' feature dim 6"):
         loop.run(config=str(tmp_path / "m.yaml"))
     assert not (tmp_path / "exp" / "manifest.json").exists()
+    (egs_info / "combine.egs").unlink()   # used to be found after the last iteration
+    with pytest.raises(NnetError, match="combine.egs: no such file; the final combination needs it"):
+        loop.run()
     with pytest.raises(NnetError, match=r"--dir '.*d\$x': shell characters"):   # the task's bash would expand $x
         outer.OuterLoop(loop.opts, str(egs_info), str(tmp_path / "d$x"), launcher=InProcessLauncher(str(tmp_path)))
     for cmd, message in (("no-such-queue local", "no program 'no-such-queue' on PATH"), ("", "empty"),

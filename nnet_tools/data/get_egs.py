@@ -543,7 +543,11 @@ def _pieces(egs_dir, summaries, bucket, feat_dim, opts):
 
 
 def merge_archive(egs_dir, k):
-    """Archive k from the jobs' pieces (nnet3-shuffle-egs over egs_orig.*.k): egs.k.ark."""
+    """Archive k from the jobs' pieces (nnet3-shuffle-egs over egs_orig.*.k): egs.k.ark. Done
+    already (a task the queue thought lost, run again): says so and succeeds."""
+    if os.path.exists(os.path.join(egs_dir, ORIG, f"merged.{k}")) and os.path.exists(os.path.join(egs_dir, f"egs.{k}.ark")):
+        logger.info(f"{egs_dir}/egs.{k}.ark is merged already ({ORIG}/merged.{k}); nothing to do")
+        return
     summaries = _jobs(egs_dir)
     opts, keys, feat_dim = _job_setup(summaries)
     num_archives = summaries[0]["num_archives"]
@@ -564,7 +568,11 @@ def merge_archive(egs_dir, k):
 
 
 def finish(egs_dir):
-    """After every merge_archive: subsets, utterance lists and info/; removes EGS_DIR/orig."""
+    """After every merge_archive: subsets, utterance lists and info/; removes EGS_DIR/orig. Done
+    already (no orig/, info/num_archives written): says so and succeeds."""
+    if not os.path.isdir(os.path.join(egs_dir, ORIG)) and os.path.exists(os.path.join(egs_dir, "info", "num_archives")):
+        logger.info(f"{egs_dir} is finished already (info/num_archives, no {ORIG}/); nothing to do")
+        return None
     summaries = _jobs(egs_dir)
     opts, keys, feat_dim = _job_setup(summaries)
     first, num_archives = summaries[0], summaries[0]["num_archives"]

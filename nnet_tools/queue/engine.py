@@ -24,6 +24,7 @@ import sys
 import time
 
 from nnet_tools.errors import NnetError
+from nnet_tools.fileio import make_dirs
 from nnet_tools.queue import config, tasklog, wrapper
 from nnet_tools.queue.backend import Backend, Interrupted, deferred_signals
 
@@ -159,7 +160,7 @@ class EngineBackend(Backend):
         self.files = wrapper.Files.for_spec(spec, token=self.tag)
         for task in tasks:   # a task that never starts must not leave an old run's log behind
             log = spec.log_for(task)
-            os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+            make_dirs(os.path.dirname(log) or ".")
             _remove(log)
         _remove(self.files.output)
         wrapper.write(spec, self.files, self.task_variable, tasks)

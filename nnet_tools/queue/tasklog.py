@@ -14,6 +14,8 @@ import os
 import re
 import time
 
+from nnet_tools.fileio import make_dirs
+
 _ENDED = re.compile(r"^# Ended \(code (\d+)(?:; signal (\d+))?\)")
 
 
@@ -30,7 +32,7 @@ def write_header(log, command):
     """Start (truncate) ``log`` with the header; return the start time for write_footer."""
     directory = os.path.dirname(log)
     if directory:
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
     # A new file, not the old one truncated: a stray task of an earlier run still holding the
     # old one open then writes into that, never into this run's log.
     try:

@@ -21,7 +21,7 @@ import os
 import re
 import shlex
 
-from nnet_tools.fileio import atomic_path
+from nnet_tools.fileio import atomic_path, make_dirs
 from nnet_tools.queue import tasklog
 from nnet_tools.queue.spec import THREAD_VARIABLES
 
@@ -149,7 +149,7 @@ def _claim_gpus(count):
 
 def write(spec, files, task_variable, tasks):
     """Write the wrapper script (atomically: a task may start while a later call rewrites it)."""
-    os.makedirs(files.qdir, exist_ok=True)
+    make_dirs(files.qdir)
     with atomic_path(files.script) as tmp:
         with open(tmp, "w") as f:
             f.write(script_text(spec, files, task_variable, tasks))

@@ -152,11 +152,15 @@ class OuterLoop:
                 raise
 
     def check_start(self, stage, config):
-        """What can be wrong with the stage and the config, found before any work; the model
-        config must parse and take the egs' features (not found in init_model.log, or in every
-        job's log for a wrong input-dim)."""
+        """What can be wrong with the stage, the egs and the config, found before any work: the
+        combination's egs must be there (not found after the last iteration), the model config
+        must parse and take the egs' features (not found in init_model.log, or in every job's
+        log for a wrong input-dim)."""
         if stage is not None and stage > self.num_iters:
             raise NnetError(f"--stage {stage} is past this run's last stage, {self.num_iters} (the final combination)")
+        if self.opts.do_final_combination and not os.path.isfile(os.path.join(self.egs_dir, "combine.egs")):
+            raise NnetError(f"{self.egs_dir}/combine.egs: no such file; the final combination needs it "
+                            f"(or --trainer.optimization.do-final-combination false)")
         if not config or (stage is not None and stage > -1):
             return
         cfg = config_mod.load(config)

@@ -4,6 +4,7 @@ train the full model with the outer loop. steps/train_partitioned.py parses opti
 """
 import argparse
 import dataclasses
+import math
 import os
 import shlex
 import shutil
@@ -11,7 +12,7 @@ import sys
 
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path
+from nnet_tools.fileio import atomic_path, make_dirs
 from nnet_tools.train import options, outer, schedule
 from nnet_tools.train.launcher import Launcher
 
@@ -77,10 +78,19 @@ class Partitioned:
     def __init__(self, opts, popts, egs_dir, dir, driver):
         """``driver``: the path of steps/train_dnn.py, which driver-mode sub-models run."""
         self.opts, self.popts, self.egs_dir, self.dir, self.driver = opts, popts, egs_dir, dir, driver
-        for name in ("num_archives", "frames_per_eg"):
-            read_info(egs_dir, name)  # fails early, naming the file, if egs_dir is no egs dir
+        num_archives, _ = (read_info(egs_dir, name) for name in ("num_archives", "frames_per_eg"))
+        options.check(full_model_options(opts, popts), num_archives)  # before any work, as the driver's
+        for field, flag in (("sub_epochs", "--sub.num-epochs"), ("sub_initial_lrate", "--sub.initial-effective-lrate"),
+                            ("sub_final_lrate", "--sub.final-effective-lrate")):
+            if not 0 < getattr(popts, field) < math.inf:
+                raise NnetError(f"{flag} must be finite and > 0, got {getattr(popts, field)}")
+        if min(popts.sub_jobs_initial, popts.sub_jobs_final) < 1:
+            raise NnetError("--sub.num-jobs-initial and --sub.num-jobs-final must be >= 1")
         self.log = os.path.join(dir, "log")
-        os.makedirs(self.log, exist_ok=True)
+        try:
+            make_dirs(self.log)
+        except OSError as e:
+            raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
         self.launcher = Launcher(opts.cmd, self.log, "steps/train_partitioned.py")
 
     def run(self, stage, stop_stage, config, train_stage=-1):
@@ -115,6 +125,8 @@ class Partitioned:
                                        initial_lrate=self.popts.sub_initial_lrate, final_lrate=self.popts.sub_final_lrate)
         plan = schedule.plan(sub_opts.num_epochs, read_info(probe, "num_archives"), read_info(probe, "frames_per_eg"),
                              1, 1, sub_opts.initial_lrate, sub_opts.final_lrate)
+        if not plan:
+            raise NnetError(f"--sub.num-epochs {sub_opts.num_epochs} gives no iteration on {probe}")
         sub = os.path.join(self.dir, "sub.JOB")
         for j in range(1, k + 1):
             os.makedirs(os.path.join(self.dir, f"sub.{j}"), exist_ok=True)
