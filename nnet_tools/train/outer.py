@@ -96,11 +96,11 @@ class OuterLoop:
             if SHELL_CHARS.search(path):  # $cmd re-quotes words as Kaldi's run.pl: only whitespace
                 raise NnetError(f"{flag} {path!r}: shell characters in a path would be expanded by the task's "
                                 f"shell; use a path without them")
-        iters, _ = schedule.num_iters(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
-                                      opts.jobs_final)
-        if not 1 <= iters <= options.MAX_ITERATIONS:
-            raise NnetError(f"--trainer.num-epochs {opts.num_epochs} gives {iters} iterations on {self.num_archives} "
-                            f"archives of {self.frames_per_eg} frames per eg; need 1 to {options.MAX_ITERATIONS}")
+        self.num_iters, self.to_process = schedule.num_iters(opts.num_epochs, self.num_archives, self.frames_per_eg,
+                                                             opts.jobs_initial, opts.jobs_final)
+        if not 1 <= self.num_iters <= options.MAX_ITERATIONS:
+            raise NnetError(f"--trainer.num-epochs {opts.num_epochs} gives {self.num_iters} iterations on "
+                            f"{self.num_archives} archives of {self.frames_per_eg} frames per eg; need 1 to {options.MAX_ITERATIONS}")
         try:
             make_dirs(os.path.join(dir, "log"))
         except OSError as e:
@@ -113,8 +113,6 @@ class OuterLoop:
         self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
         self.plan = schedule.plan(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
                                   opts.jobs_final, opts.initial_lrate, opts.final_lrate, opts.jobs_step)
-        self.num_iters, self.to_process = schedule.num_iters(opts.num_epochs, self.num_archives, self.frames_per_eg,
-                                                             opts.jobs_initial, opts.jobs_final)
         self.expanded = self.num_archives * self.frames_per_eg
         self.combine_set = schedule.combine_iters(self.num_iters, self.expanded, opts.jobs_final,
                                                   opts.max_models_combine)
