@@ -4,7 +4,8 @@ sub-models, train them independently, merge them (plus noise) into the full mode
 and train that with the outer loop of steps/train_dnn.py (same --trainer.* options).
 
 Stages: 0 split (DIR/split/); 1 train the sub-models (DIR/sub.J/final.mdl); 2 merge
-(DIR/merged.mdl, log/merge.log); 3 train the full model from it (DIR/final.mdl, as train_dnn.py).
+(DIR/merged.mdl, log/merge.log); 3 train the full model from it (DIR/final.mdl, as train_dnn.py;
+--train-stage is its --stage: by default it goes on where it left off, or starts over after a new merge).
 
 Sub-models (--sub-mode):
   job     each sub-model is trained by one job per iteration, no averaging: iteration I runs the
@@ -31,6 +32,8 @@ from nnet_tools.train import options, outer
 from nnet_tools.train.options import str2bool
 from nnet_tools.train.partitioned import Partitioned, PartitionOptions
 
+NAME = "steps/train_partitioned.py"
+
 SUB_OPTIONS = [  # flag, PartitionOptions field, type, help
     ("--num-submodels", "num_submodels", int, ""),
     ("--allow-uneven", "allow_uneven", str2bool, "allow hidden widths K does not divide"),
@@ -52,7 +55,8 @@ def get_args():
     p = options.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", type=int, default=0, help="first stage: 0 split, 1 sub-models, 2 merge, 3 full model")
     p.add_argument("--stop-stage", type=int, default=3, help="last stage to run")
-    p.add_argument("--train-stage", type=int, default=-1, help="the full model's outer-loop stage (to resume it)")
+    p.add_argument("--train-stage", type=int, default=None, help="the full model's outer-loop stage, as "
+                   "train_dnn.py's --stage; default: go on where DIR left off, or start over after a new merge")
     for flag, dest, kind, help in SUB_OPTIONS:
         typed = {"choices": kind} if isinstance(kind, list) else {"type": kind}
         p.add_argument(flag, dest=dest, default=getattr(PartitionOptions, dest), help=help or None, **typed)
@@ -63,17 +67,29 @@ def get_args():
     return p.parse_args()
 
 
+def resume(part):
+    """The command that goes on from the stage that stopped (stage 3: where the full model left off)."""
+    return outer.resume_command(drop=("--stage", "--train-stage"), add=("--stage", str(part.running)))
+
+
 def main():
     args = get_args()
     print(outer.command_line(), flush=True)
     popts = PartitionOptions(**{dest: getattr(args, dest) for _, dest, _, _ in SUB_OPTIONS})
     driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_dnn.py")
-    try:
-        Partitioned(options.from_namespace(args), popts, args.egs_dir, args.dir, driver).run(
-            args.stage, args.stop_stage, args.config, args.train_stage)
+    try:  # bad options: nothing was started, so there is nothing to resume
+        part = Partitioned(options.from_namespace(args), popts, args.egs_dir, args.dir, driver)
     except NnetError as e:
-        sys.exit(f"steps/train_partitioned.py: {e}")
-    print(f"steps/train_partitioned.py: done stages {args.stage}..{args.stop_stage} in {args.dir}", flush=True)
+        sys.exit(f"{NAME}: {e}")
+    try:
+        part.run(args.stage, args.stop_stage, args.config, args.train_stage)
+    except NnetError as e:
+        hint = "" if isinstance(e, outer.Diverged) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"
+        sys.exit(f"{NAME}: {e}{hint}")
+    except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
+        print(f"{NAME}: interrupted\n{NAME}: to resume: {resume(part)}", file=sys.stderr, flush=True)
+        sys.exit(130)
+    print(f"{NAME}: done stages {args.stage}..{args.stop_stage} in {args.dir}", flush=True)
 
 
 if __name__ == "__main__":

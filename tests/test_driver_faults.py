@@ -3,6 +3,7 @@ the driver killed and run again, two drivers on one dir. Each run is compared wi
 run: the same final model, bit for bit (a re-run job has the same inputs and seed)."""
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -102,6 +103,24 @@ def test_killed_driver_leaves_no_task_and_the_same_command_resumes(setup):
     assert "resuming at iteration 2" in again.stdout
     assert same_model(final_state(exp), clean)
     assert not list(exp.glob(".tmp.*")) and not (exp / "driver.lock").exists()
+
+
+def test_ctrl_c_stops_the_run_in_one_line_that_says_how_to_resume(setup):
+    """SIGINT to the driver's process group, as a terminal's Ctrl-C: it was a traceback."""
+    tmp, _ = setup
+    exp = tmp / "ctrl_c"
+    # A session of its own, SIGINT not ignored (a background shell job would inherit it ignored).
+    p = subprocess.Popen(driver_argv(tmp, exp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_for(lambda: processes("--archives-processed=4 ", f"{exp}/2.mdl"), what="iteration 2's jobs")
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in err
+    driver_lines = [line for line in err.splitlines() if line.startswith("steps/train_dnn.py")]
+    assert driver_lines[-2:] == ["steps/train_dnn.py: interrupted",
+                                 f"steps/train_dnn.py: to resume: {shlex.join(driver_argv(tmp, exp)[1:])}"]
+    wait_for(lambda: not processes(str(exp)), timeout=30, what="the driver's tasks to die")
+    assert not (exp / "driver.lock").exists()
 
 
 def test_second_driver_on_the_same_dir_is_refused(setup):

@@ -295,6 +295,25 @@ def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_pat
     drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, num_epochs=4, srand=5)  # starting over is allowed
 
 
+def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info, capsys):
+    """--stage -1 on a finished dir, stopped at iteration 2: the next resume must take the new run's
+    2.mdl, not the old run's newest model, nor call the dir complete by its old final.mdl."""
+    drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    exp = tmp_path / "exp"
+    (exp / "9.3.mdl").write_text("a job's model from a killed iteration")
+    capsys.readouterr()
+    with pytest.raises(NnetError, match="iteration 2: only 0/"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, cleanup=False,
+              fails=lambda it, j, attempt: "killed\n" if it == 2 else None)
+    assert ("removed 12 later models and outer states of an earlier run (0.mdl, 1.mdl, 2.mdl, ...)"
+            in capsys.readouterr().out)  # 0..8.mdl, 9.3.mdl, final.mdl and accuracy.report
+    assert sorted(n for n in os.listdir(exp) if outer.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
+    assert not (exp / "final.mdl").exists() and not (exp / "accuracy.report").exists()
+    _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    assert "resuming at iteration 2" in capsys.readouterr().out
+    assert [name for name, _ in rec.commands if name.startswith("train.")][0] == "train.2.JOB.log"
+
+
 def test_exp_lock_refuses_a_second_driver_and_takes_over_a_dead_ones(tmp_path, capsys):
     from nnet_tools.train.exp_lock import ExpLock
     with ExpLock(str(tmp_path)):
@@ -319,6 +338,9 @@ def test_resume_command_drops_stage():
     assert outer.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
         "steps/train_dnn.py --dir 'exp/a b'"
     assert outer.resume_command(["x.py", "--stage=-1", "--cmd", "nnet-queue local"]) == "x.py --cmd 'nnet-queue local'"
+    # train_partitioned.py's full model: its own stage and the outer loop's dropped, stage 3 added
+    assert outer.resume_command(["p.py", "--train-stage=4", "--stage", "0", "c.yaml", "egs", "exp"],
+                                drop=("--stage", "--train-stage"), add=("--stage", "3")) == "p.py --stage 3 c.yaml egs exp"
 
 
 def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchnorm(tmp_path, small_model):

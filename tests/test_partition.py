@@ -223,11 +223,12 @@ def test_stage_script_job_mode_sharded_data(tmp_path):
     write_egs_dir(tmp_path / "egs", num_archives=2, egs_per_archive=200, fpe=1, left=0, right=0)
     (tmp_path / "tiny.yaml").write_text(TINY)
     exp = tmp_path / "exp"
-    r = run("python3", STEP, "--sub-data", "shard", "--parallel", "false", "--sub.num-epochs", 2,
+    argv = ["python3", STEP, "--sub-data", "shard", "--parallel", "false", "--sub.num-epochs", 2,
             "--sub.initial-effective-lrate", 0.003, "--sub.final-effective-lrate", 0.001, "--trainer.num-epochs", 0.5,
             "--trainer.optimization.num-jobs-final", 1, "--trainer.optimization.minibatch-size", 32,
             "--train-opts", "--trainer.optimization.do-final-combination false",
-            tmp_path / "tiny.yaml", tmp_path / "egs", exp, check=True)
+            tmp_path / "tiny.yaml", tmp_path / "egs", exp]
+    r = run(*argv, check=True)
     # Sub-model J trains on its shard only (archive J of 2, renumbered 1), one job at a time.
     for j in (1, 2):
         assert (exp / f"egs.{j}" / "info" / "num_archives").read_text() == "1\n"
@@ -244,6 +245,9 @@ def test_stage_script_job_mode_sharded_data(tmp_path):
         assert torch.equal(a, b)  # the full model's training starts from the merged model
     assert (exp / "final.mdl").exists() and (exp / "log" / "train.0.1.log").exists()
     assert "done stages 0..3" in r.stdout
+    # Stage 3 again goes on where the full model left off (here: done); it used to start it over.
+    again = [*argv[:2], "--stage", 3, *argv[2:]]
+    assert "is complete (final.mdl, accuracy.report); nothing to do" in run(*again, check=True).stdout
 
 
 def test_stage_script_driver_mode_runs_a_driver_per_sub_model(tmp_path):

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -47,6 +48,21 @@ def _launcher_argv(cmd):
     return argv
 
 
+def _child_setup(niceness=0):
+    """A ``preexec_fn`` for $cmd: it dies with the driver, runs ``niceness`` lower, and starts with
+    Ctrl-C ignored. Ctrl-C reaches the terminal's whole process group, and a Python interpreter it
+    catches while starting prints a traceback; nnet-queue handles SIGINT itself once its tasks run,
+    and the driver's exit stops it (SIGTERM) before that."""
+    die = die_with_parent()
+
+    def setup():
+        die()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if niceness:
+            os.nice(niceness)
+    return setup
+
+
 class Launcher:
     """Foreground commands fail loudly; background ones (diagnostics) only warn, as in Kaldi.
     Every command dies with the driver (a killed driver leaves no launcher behind), and ``tick``
@@ -64,7 +80,7 @@ class Launcher:
         return self.cmd + list(launcher_opts) + array + [os.path.join(self.log_dir, log)] + [str(c) for c in command]
 
     def run(self, log, command, jobs=None, launcher_opts=()):
-        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts), preexec_fn=die_with_parent())
+        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts), preexec_fn=_child_setup())
         while True:
             try:
                 code = p.wait(timeout=TICK_SECONDS)
@@ -77,13 +93,8 @@ class Launcher:
 
     def start(self, log, command, launcher_opts=()):
         self._reap(block=False)
-        die = die_with_parent()
-
-        def die_with_parent_at_lower_priority():
-            die()
-            os.nice(BACKGROUND_NICENESS)
         self.background.append(subprocess.Popen(self.argv(log, command, launcher_opts=launcher_opts),
-                                                preexec_fn=die_with_parent_at_lower_priority))
+                                                preexec_fn=_child_setup(BACKGROUND_NICENESS)))
 
     def wait(self):
         self._reap(block=True)

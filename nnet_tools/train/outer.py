@@ -28,6 +28,7 @@ from nnet_tools.train.minibatch import halve
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
 NONFINITE_RE = re.compile(r"non-?finite", re.I)
+MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J.mdl, N.outer
 SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
@@ -85,8 +86,9 @@ def removable(it, preserve_interval, combine_set):
 class OuterLoop:
     """One training run in ``dir`` on ``egs_dir``; ``run`` does the stages from ``stage`` on."""
 
-    def __init__(self, opts, egs_dir, dir, launcher=None, name="steps/train_dnn.py"):
-        self.opts, self.egs_dir, self.dir, self.name = opts, egs_dir, dir, name
+    def __init__(self, opts, egs_dir, dir, launcher=None, name="steps/train_dnn.py", stage_flag="--stage"):
+        """``stage_flag``: what the caller's users type for ``run``'s stage, for messages."""
+        self.opts, self.egs_dir, self.dir, self.name, self.stage_flag = opts, egs_dir, dir, name, stage_flag
         self.num_archives = read_info(egs_dir, "num_archives")
         self.frames_per_eg = read_info(egs_dir, "frames_per_eg")
         if opts.jobs_final > self.num_archives:
@@ -141,6 +143,7 @@ class OuterLoop:
             if stage > self.num_iters:
                 self.say(f"{self.name}: {self.dir} is complete (final.mdl, accuracy.report); nothing to do")
                 return self.path("final.mdl")
+            self.remove_later_models(stage)
             try:
                 return self.stages(stage, exit_stage, config, input_model)
             except NnetError:
@@ -155,7 +158,7 @@ class OuterLoop:
         must parse and take the egs' features (not found in init_model.log, or in every job's
         log for a wrong input-dim)."""
         if stage is not None and stage > self.num_iters:
-            raise NnetError(f"--stage {stage} is past this run's last stage, {self.num_iters} (the final combination)")
+            raise NnetError(f"{self.stage_flag} {stage} is past this run's last stage, {self.num_iters} (the final combination)")
         if self.opts.do_final_combination and not os.path.isfile(os.path.join(self.egs_dir, "combine.egs")):
             raise NnetError(f"{self.egs_dir}/combine.egs: no such file; the final combination needs it "
                             f"(or --trainer.optimization.do-final-combination false)")
@@ -179,7 +182,7 @@ class OuterLoop:
         diffs = manifest.differences(old, new)
         if diffs:
             raise NnetError(f"{self.path(manifest.NAME)}: this dir was started with other settings ("
-                            f"{'; '.join(diffs)}); run with --stage -1 to start it over, or use another --dir")
+                            f"{'; '.join(diffs)}); run with {self.stage_flag} -1 to start it over, or use another --dir")
         if stage is not None:
             return stage
         stage = self.resume_point()
@@ -187,6 +190,19 @@ class OuterLoop:
             where = "the final combination" if stage == self.num_iters else f"iteration {stage}"
             self.say(f"{self.name}: resuming at {where} ({self.mdl(stage)} is the newest complete model)")
         return stage
+
+    def remove_later_models(self, stage):
+        """Models, outer states and the final model an earlier run made after ``stage``: this
+        run makes them again, and until it has, a resume would take the newest of them (or
+        final.mdl with accuracy.report: "complete") for its own."""
+        later = [name for name in os.listdir(self.dir)
+                 if (m := MODEL_RE.fullmatch(name)) and int(m.group(1)) > max(stage, -1)]
+        later += [name for name in ("final.mdl", "accuracy.report") if os.path.exists(self.path(name))]
+        for name in later:
+            os.remove(self.path(name))
+        if later:
+            self.say(f"{self.name}: starting at stage {stage}: removed {len(later)} later models and outer states "
+                     f"of an earlier run ({', '.join(sorted(later, key=_natural)[:3])}{', ...' if len(later) > 3 else ''})")
 
     def resume_point(self):
         """num_iters + 1 if the run is complete; else the newest iteration with a whole model."""
@@ -375,7 +391,7 @@ class OuterLoop:
             where = f"; best {best[1]:.6g} at iteration {best[0]}" if best else ""
             raise Diverged(f"diverged: valid log-likelihood {value:.6g} per frame at iteration {it}{where} "
                            f"(--trainer.divergence-threshold {self.opts.divergence_threshold:g}); lower the "
-                           f"learning rate or max-change and start over with --stage -1")
+                           f"learning rate or max-change and start over with {self.stage_flag} -1")
 
     def average(self, models, it, jobs):
         if self.opts.outer_method == "average":
@@ -439,6 +455,12 @@ def read_tail(path, size=4096):
         return ""
 
 
+def _natural(name):
+    """Sort key: 2.mdl before 10.mdl, numbered names before final.mdl."""
+    m = re.match(r"\d+", name)
+    return (0, int(m.group()), name) if m else (1, 0, name)
+
+
 def remove_stale_temp_files(dir):
     """Temp files of atomic writers killed in an earlier run (we hold the dir's lock now)."""
     for tmp in glob.glob(os.path.join(dir, ".tmp.*")) + glob.glob(os.path.join(dir, "log", ".tmp.*")):
@@ -448,17 +470,18 @@ def remove_stale_temp_files(dir):
             pass
 
 
-def resume_command(argv=None):
-    """The driver's command line without --stage, which resumes where the dir left off."""
+def resume_command(argv=None, drop=("--stage",), add=()):
+    """The driver's command line without --stage (the options in ``drop``), which resumes where
+    the dir left off; ``add``: words put after the program's name."""
     argv, out, skip = list(argv or sys.argv), [], False
     for a in argv:
         if skip:
             skip = False
-        elif a == "--stage":
+        elif a in drop:
             skip = True
-        elif not a.startswith("--stage="):
+        elif a.split("=", 1)[0] not in drop:
             out.append(a)
-    return command_line(out)
+    return command_line(out[:1] + list(add) + out[1:])
 
 
 def format_duration(seconds):

@@ -92,28 +92,38 @@ class Partitioned:
         except OSError as e:
             raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
         self.launcher = Launcher(opts.cmd, self.log, "steps/train_partitioned.py")
+        self.running = None  # the stage run() is at: where a stopped run goes on
 
-    def run(self, stage, stop_stage, config, train_stage=-1):
+    def run(self, stage, stop_stage, config, train_stage=None):
+        """train_stage: the full model's outer-loop stage; None goes on where DIR left off, unless this
+        call merges a new DIR/merged.mdl, which starts the full model over."""
         k, dir, stages = self.popts.num_submodels, self.dir, range(stage, stop_stage + 1)
+        self.running = stage
         if 0 in stages:
+            self.running = 0
             self.launcher.run("split.log", ["nnet-split-submodels", f"--srand={self.opts.srand}",
                                             *(["--allow-uneven"] if self.popts.allow_uneven else []),
                                             config, str(k), os.path.join(dir, "split")])
         if 1 in stages:
+            self.running = 1
             egs_dir = shard_egs(self.egs_dir, k, dir) if self.popts.sub_data == "shard" else self.egs_dir
             print(f"steps/train_partitioned.py: training {k} sub-models ({self.popts.sub_mode} mode, "
                   f"{'in parallel' if self.popts.parallel else 'one after another'}, {self.popts.sub_data} data)",
                   flush=True)
             (self.submodels_by_job if self.popts.sub_mode == "job" else self.submodels_by_driver)(egs_dir)
         if 2 in stages:
+            self.running = 2
             scale = [f"--output-scale={self.popts.output_scale}"] if self.popts.output_scale else []
             self.launcher.run("merge.log", [
                 "nnet-merge-submodels", "--partition", os.path.join(dir, "split", "partition.yaml"),
                 f"--noise-fraction={self.popts.noise_fraction}", f"--srand={self.opts.srand}", *scale,
                 *[os.path.join(dir, f"sub.{j}", "final.mdl") for j in range(1, k + 1)], os.path.join(dir, "merged.mdl")])
         if 3 in stages:
+            self.running = 3
             loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, dir,
-                                   name="steps/train_partitioned.py")
+                                   name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage")
+            if train_stage is None and 2 in stages:
+                train_stage = -1
             loop.run(train_stage, input_model=os.path.join(dir, "merged.mdl"))
 
     def submodels_by_job(self, egs_dir):
