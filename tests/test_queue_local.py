@@ -91,6 +91,18 @@ def test_max_jobs_run_is_honoured(tmp_path):
     assert [int(c) for c in (tmp_path / "counts").read_text().split()] == [1, 1, 1]
 
 
+def test_max_wait_kills_what_has_not_finished(tmp_path):
+    """--max-wait was accepted and ignored here: a hung task held the launcher forever."""
+    r = queue_local(tmp_path, "--max-wait", 3, "--max-jobs-run", 1, "JOB=1:3", "log/w.JOB.log", "bash", "-c",
+                    "[ JOB = 1 ] || sleep 300")
+    assert r.returncode == 1 and "nnet-queue: 2 / 3 failed, log is in log/w.*.log" in r.stderr
+    assert read_log(tmp_path / "log/w.1.log")[2] == 0
+    for task, ended in ((2, "# Ended (code 0; signal 15)"), (3, "# Ended (code 1)")):   # 3 never started
+        text = (tmp_path / f"log/w.{task}.log").read_text()
+        assert f"# nnet-queue: local task {task} not finished after 3 s (--max-wait): killed\n" in text
+        assert ended in text
+
+
 def test_num_threads_exported_to_task(tmp_path):
     r = queue_local(tmp_path, "--num-threads", 3, "--mem", "4G", "JOB=1:2", "log/n.JOB.log",
                     "echo", "$OMP_NUM_THREADS", "$MKL_NUM_THREADS")

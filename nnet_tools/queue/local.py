@@ -10,8 +10,9 @@ so a few leftover tasks do not run as a second wave).
 --gpu N gives each running task N GPUs of its own through CUDA_VISIBLE_DEVICES, handed out
 round robin from the GPUs this process sees (its CUDA_VISIBLE_DEVICES if set, else
 ``nvidia-smi -L``). --num-threads T exports OMP_NUM_THREADS=T and MKL_NUM_THREADS=T so
-torch in the task uses T threads. --mem, --config and engine-only options are accepted and
-ignored, so a recipe can switch between local and a cluster by changing only the backend.
+torch in the task uses T threads. --max-wait S kills what has not finished S seconds after the
+launch. --mem, --config and engine-only options are accepted and ignored, so a recipe can switch
+between local and a cluster by changing only the backend.
 """
 import collections
 import dataclasses
@@ -89,8 +90,12 @@ class LocalBackend(Backend):
         free_gpus = collections.deque(gpus)
         pending = collections.deque(tasks)
         running, statuses = {}, {}
+        max_wait, begun = spec.fault_option("max_wait"), time.monotonic()
         try:
             while pending or running:
+                if max_wait is not None and time.monotonic() - begun >= max_wait:
+                    statuses.update(self._give_up(pending, running, max_wait))
+                    break
                 while pending and len(running) < slots:
                     task = pending.popleft()
                     assigned = [free_gpus.popleft() for _ in range(spec.gpu)] if gpus else []
@@ -141,6 +146,25 @@ class LocalBackend(Backend):
                   file=sys.stderr)
             return returncode or 1
         return returncode
+
+    def _give_up(self, pending, running, max_wait):
+        """--max-wait passed (counted from the launch, as on an engine): stop the running tasks and
+        close every unfinished task's log as failed."""
+        why = f"# nnet-queue: local task {{}} not finished after {max_wait:g} s (--max-wait): killed\n"
+        for task, r in running.items():
+            with open(r.log, "a") as f:
+                f.write(why.format(task))
+        self._stop(running.values())
+        for task in pending:
+            log = self.spec.log_for(task)
+            started = tasklog.write_header(log, self.spec.command_for(task))
+            with open(log, "a") as f:
+                f.write(why.format(task))
+            tasklog.write_footer(log, started, 1, self.spec.num_threads)
+        gone = dict.fromkeys([*running, *pending], 1)
+        running.clear()
+        pending.clear()
+        return gone
 
     def _stop(self, running):
         """Signal every still-running task's process group, wait, then force; footers included."""
