@@ -81,12 +81,22 @@ def test_merge_and_finish_refuse_incomplete_jobs(tmp_path):
     ge.dump_job(f"scp:{scps[1]}", ts, str(egs_dir), ge.EgsOptions(**dict(SMALL, srand=5)), 2, 2)
     with pytest.raises(NnetError, match="job.2.json: options differs from job 1's"):
         ge.merge_archive(str(egs_dir), 1)
+    ge.dump_job(f"scp:{scps[0]}", ts, str(egs_dir), ge.EgsOptions(**SMALL), 2, 2)   # job 1's split again
+    with pytest.raises(NnetError, match=r"job.2.json: utterance '\w+' was dumped by job 1 too"):
+        ge.merge_archive(str(egs_dir), 1)   # every eg would be in twice
     ge.dump_job(f"scp:{scps[1]}", ts, str(egs_dir), ge.EgsOptions(**SMALL), 2, 2)   # re-run: no stale pieces
     line = error_line(run("nnet-merge-egs", egs_dir, 99))
     assert "archive 99 is not in 1.." in line
     assert run("nnet-merge-egs", egs_dir).returncode == 1   # neither ARCHIVE nor --finish
     with pytest.raises(NnetError, match="--job 3 is not in 1..--num-jobs 2"):
         ge.dump_job(f"scp:{scps[1]}", ts, str(egs_dir), ge.EgsOptions(**SMALL), 3, 2)
+    num_archives = int((egs_dir / "orig" / "num_archives").read_text())
+    for k in range(1, num_archives + 1):
+        ge.merge_archive(str(egs_dir), k)
+    (egs_dir / "egs.2.ark").unlink()   # its pieces are gone: --finish must not write info/ over the hole
+    with pytest.raises(NnetError, match=r"egs.2.ark: merged, then removed; run the dump jobs again"):
+        ge.finish(str(egs_dir))
+    assert not (egs_dir / "info" / "num_archives").exists()
 
 
 def get_egs_sh(data, egs_dir, *options):

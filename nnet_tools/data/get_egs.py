@@ -514,6 +514,12 @@ def _jobs(egs_dir):
         if first["feat_dim"] is not None and s["feat_dim"] not in (None, first["feat_dim"]):
             raise NnetError(f"{orig}/job.{s['job']}.json: feature dim {s['feat_dim']} differs from job 1's "
                             f"{first['feat_dim']}")
+    dumped_by = {}   # jobs given the same features would put every eg in twice
+    for s in summaries:
+        for i, key in s["keys"].items():
+            if dumped_by.setdefault(i, s["job"]) != s["job"]:
+                raise NnetError(f"{orig}/job.{s['job']}.json: utterance '{key}' was dumped by job {dumped_by[i]} "
+                                f"too; each job must read its own split of the features (split_scp.pl)")
     return summaries
 
 
@@ -581,6 +587,10 @@ def finish(egs_dir):
         raise NnetError(f"{egs_dir}: no training examples: the dump jobs' features gave no egs outside "
                         f"valid_uttlist ({sum(s['errors'] for s in summaries)} utterances had no usable targets)")
     missing = [k for k in range(1, num_archives + 1) if not os.path.exists(os.path.join(egs_dir, ORIG, f"merged.{k}"))]
+    lost = [k for k in range(1, num_archives + 1) if k not in missing and not os.path.exists(os.path.join(egs_dir, f"egs.{k}.ark"))]
+    if lost:   # its pieces went when it was merged: only the dump can make it again
+        more = f" (and {len(lost) - 1} more archives)" if len(lost) > 1 else ""
+        raise NnetError(f"{egs_dir}/egs.{lost[0]}.ark: merged, then removed{more}; run the dump jobs again")
     if missing:
         raise NnetError(f"{egs_dir}: archives {missing} not merged yet (run nnet-merge-egs {egs_dir} K for each)")
     valid = _by_utterance(_pieces(egs_dir, summaries, num_archives, feat_dim, opts))
