@@ -1,15 +1,21 @@
 """Broken inputs to the speech programs (found by trying them on broken data): each is one
 NnetError line, never a crash, a traceback, or a wrong result with exit status 0."""
+import io
 import math
+import os
+import subprocess
+import sys
+import wave
 
 import numpy as np
 import pytest
 
 pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip install -e '.[speech]')")
 
-from conftest import mono_model  # noqa: E402
+from conftest import error_line, mono_model, run  # noqa: E402
+from nnet_tools.data import tables  # noqa: E402
 from nnet_tools.errors import NnetError  # noqa: E402
-from nnet_tools.speech import decode, features, gmm, graph, lang  # noqa: E402
+from nnet_tools.speech import decode, features, gmm, graph, lang, transcripts  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +114,72 @@ def test_a_lexicon_that_would_make_a_corrupt_lang_dir(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eps.txt", "hash.txt", "ok.txt", "sil.txt"]  # nothing written
     with pytest.raises(NnetError, match="'#0' is a reserved symbol, not a word"):
         lang.build(lang.read_lexicon(str(tmp_path / "ok.txt"))).word_ids(["one", "#0"], "text: utt 'u'")
+
+
+def test_a_word_pronounced_only_by_a_silence_phone_is_kept_as_kaldi_keeps_it(tmp_path):
+    """Kaldi's own lexicons have them ('!SIL SIL', '<UNK> SPN' in wsj_prepare_dict.sh) and
+    validate_dict_dir.pl has no check against them: not an error here either."""
+    (tmp_path / "lexicon.txt").write_text("!SIL SIL\n<SIL> SIL\none W AH N\n")
+    made = lang.prepare(str(tmp_path / "lexicon.txt"), str(tmp_path / "lang"))
+    assert "<SIL>" in made.words and (tmp_path / "lang" / "L.fst").is_file()
+
+
+def write_wav(path, samples, rate=16000):
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.asarray(samples, "<i2").tobytes())
+    return path
+
+
+SAMPLES = np.random.default_rng(0).integers(-3000, 3000, 1600)  # 0.1 s: 8 frames
+
+
+def test_a_truncated_wav_is_used_as_far_as_it_goes_with_kaldis_warning(tmp_path):
+    """Kaldi's WaveData::Read warns and keeps what it read (an odd last byte dropped); this was
+    silent, and an odd number of bytes was a traceback. No data at all is Kaldi's error."""
+    good = write_wav(tmp_path / "good.wav", SAMPLES)
+    (tmp_path / "cut.wav").write_bytes(good.read_bytes()[:-1001])   # 2199 of its 3200 data bytes
+    (tmp_path / "empty.wav").write_bytes(good.read_bytes()[:44])    # the header alone
+    (tmp_path / "wav.scp").write_text("".join(f"{u} {tmp_path}/{u}.wav\n" for u in ("good", "cut", "empty")))
+    r = run("nnet-compute-feats", tmp_path / "wav.scp", f"ark:{tmp_path}/feats.ark", check=True)
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 2 and "Done 2 out of 3 utterances." in r.stderr
+    assert warnings[0].endswith(f"wav.scp: utt 'cut': {tmp_path}/cut.wav: Expected 3200 bytes of wave data, "
+                                f"but read only 2199 bytes. Truncated file?")
+    assert f"utt 'empty': cannot read wav {tmp_path}/empty.wav: empty file (no data); skipping it" in warnings[1]
+    assert np.array_equal(features.read_wav(str(tmp_path / "cut.wav"), "u")[1], SAMPLES[:1099])
+    feats = dict(tables.read_matrices(f"ark:{tmp_path}/feats.ark"))
+    assert {u: len(f) for u, f in feats.items()} == {"good": 8, "cut": 5}
+
+
+def test_an_utterance_twice_in_wav_scp_is_refused_before_anything_is_written(tmp_path):
+    """Kaldi's compute-mfcc-feats would write the key twice, and random access to the output
+    then fails ('contains duplicate key'); validate_data_dir.sh refuses such a wav.scp."""
+    wav = write_wav(tmp_path / "a.wav", SAMPLES)
+    (tmp_path / "wav.scp").write_text(f"u1 {wav}\nu2 {wav}\nu1 {wav}\n")
+    r = run("nnet-compute-feats", tmp_path / "wav.scp", f"ark,scp:{tmp_path}/f.ark,{tmp_path}/f.scp")
+    assert error_line(r).endswith(f"{tmp_path}/wav.scp:3: utterance 'u1' appears twice")
+    assert sorted(os.listdir(tmp_path)) == ["a.wav", "wav.scp"]   # no output, no temp file
+
+
+def test_text_tables_from_stdin(tmp_path, monkeypatch):
+    """'-' and 'ark:-' (for wav.scp 'scp:-') are stdin, as in Kaldi's rspecifiers."""
+    (tmp_path / "ref").write_text("u1 one two three\nu2 four\n")
+    for ref, hyp in ((f"ark:{tmp_path}/ref", "ark:-"), (str(tmp_path / "ref"), "-")):
+        r = subprocess.run(["nnet-compute-wer", ref, hyp], input="u1 one two\nu2 five five\n",
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0] == "%WER 75.00 [ 3 / 4, 1 ins, 1 del, 1 sub ]"
+    wav = write_wav(tmp_path / "a.wav", SAMPLES)
+    r = subprocess.run(["nnet-compute-feats", "scp:-", f"ark:{tmp_path}/feats.ark"], input=f"u1 {wav}\n",
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and [k for k, _ in tables.read_matrices(f"ark:{tmp_path}/feats.ark")] == ["u1"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"u1 one\nu1 two\n")))
+    with pytest.raises(NnetError, match="^standard input:2: utterance 'u1' appears twice$"):
+        transcripts.read_text("ark:-")
+    for bad, message in (("scp:text", "the text is read as ark:FILE"),
+                         ("ark:cat text |", "a command is not supported for the text")):
+        with pytest.raises(NnetError, match=message):
+            transcripts.read_text(bad)

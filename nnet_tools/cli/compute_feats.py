@@ -19,8 +19,8 @@ from nnet_tools.speech import features
 def main(feat_type, config, overrides, wav_scp, feats_wspecifier):
     """Compute MFCC or fbank features for every utterance of WAV_SCP (Kaldi's compute-*-feats).
 
-    A missing or unreadable wav is skipped with a warning and counted; the program fails only
-    when no utterance could be done.
+    WAV_SCP is the file, scp:FILE, or '-' (stdin). A missing or unreadable wav is skipped with a
+    warning and counted; the program fails only when no utterance could be done.
 
     \b
     Example:

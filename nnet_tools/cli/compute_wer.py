@@ -15,6 +15,8 @@ from nnet_tools.speech import score, transcripts
 def main(mode, ref_text, hyp_text):
     """Print the word error rate of HYP_TEXT against REF_TEXT in Kaldi's compute-wer format.
 
+    Each is a text file, ark:FILE, or '-' / 'ark:-' for stdin (one of them).
+
     \b
     Example:
       nnet-compute-wer data/test/text exp/mono/decode_test/scoring/10.txt

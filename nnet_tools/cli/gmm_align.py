@@ -26,6 +26,7 @@ def main(equal, beam, retry_beam, careful, acoustic_scale, transition_scale, sel
          model, lang_dir, feats_rspecifier, text, ali_wspecifier):
     """Align utterances to their transcripts (compile-train-graphs + gmm-align-compiled, or
     align-equal-compiled with --equal). Failures are counted and reported, as Kaldi's are.
+    TEXT is the transcripts file, ark:FILE, or '-' / 'ark:-' for stdin.
 
     \b
     Example:

@@ -7,8 +7,9 @@ import wave
 
 import numpy as np
 
-from nnet_tools.data.textfile import records
+from nnet_tools.data.textfile import printable, records, table_file
 from nnet_tools.errors import NnetError
+from nnet_tools.log import logger
 
 # Kaldi option name -> (attribute path on the knf options, type). Shared by MFCC and fbank.
 _FRAME = {"sample-frequency": ("frame_opts.samp_freq", float),
@@ -116,30 +117,55 @@ def _check_options(opts, feat_type):
         raise NnetError(f"bad {feat_type} options: {str(e).strip().splitlines()[-1]}") from None
 
 
+# Data sizes a writer streaming to a pipe leaves in the header, as frame counts of 16-bit mono:
+# Kaldi's WaveInfo then reads to the end of the file ("stream mode") and expects no size.
+_STREAMED_FRAMES = (0xFFFFFFFF // 2, 0x7FFFF000 // 2)
+
+
 def read_wav(path, where):
-    """int16 mono samples of a wav file, as float32 in int16 scale (what Kaldi's readers give)."""
+    """int16 mono samples of a wav file, as float32 in int16 scale (what Kaldi's readers give).
+
+    A file shorter than its header says is read as far as it goes, with Kaldi's warning.
+    """
     try:
         with wave.open(path, "rb") as w:
             if w.getsampwidth() != 2:
                 raise NnetError(f"{where}: {path}: only 16-bit PCM wav is supported")
             if w.getnchannels() != 1:
                 raise NnetError(f"{where}: {path}: expected mono audio, got {w.getnchannels()} channels")
-            rate = w.getframerate()
-            data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+            rate, frames = w.getframerate(), w.getnframes()
+            data = w.readframes(frames)
     except FileNotFoundError:
         raise NnetError(f"{where}: wav file {path} does not exist") from None
     except (OSError, wave.Error, EOFError) as e:
         raise NnetError(f"{where}: cannot read wav {path}: {e or 'empty or truncated file'}") from None
-    return rate, data.astype(np.float32)
+    if not data:  # Kaldi fails here rather than warn that the file was truncated
+        raise NnetError(f"{where}: cannot read wav {path}: empty file (no data)")
+    if len(data) < 2 * frames and frames not in _STREAMED_FRAMES:
+        logger.warning(f"{where}: {path}: Expected {2 * frames} bytes of wave data, but read only "
+                       f"{len(data)} bytes. Truncated file?")
+    # A last odd byte is no whole sample: Kaldi drops it too.
+    samples = np.frombuffer(data, dtype="<i2", count=len(data) // 2)
+    return rate, samples.astype(np.float32)
 
 
-def read_wav_scp(path):
-    """[(utt, wav path)] from a wav.scp of 'utt path' lines (extended filenames are not supported)."""
-    out = []
+def read_wav_scp(specifier):
+    """[(utt, wav path)] from a wav.scp of 'utt path' lines (extended filenames are not supported),
+    given as the file, 'scp:FILE', or stdin ('-', 'scp:-').
+
+    Kaldi's compute-mfcc-feats does not check keys, but a key written twice breaks every later
+    random access to the features (Kaldi: 'Script file ... contains duplicate key'), and
+    utils/validate_data_dir.sh refuses such a wav.scp: so do we, before writing anything.
+    """
+    path = table_file(specifier, "wav.scp", kind="scp")
+    out, seen = [], set()
     for n, fields, line in records(path):
         if len(fields) != 2 or fields[-1] == "|":
-            raise NnetError(f"{path}:{n}: expected 'utt file.wav', got '{line.strip()}' "
+            raise NnetError(f"{printable(path)}:{n}: expected 'utt file.wav', got '{line.strip()}' "
                             f"(commands in wav.scp are not supported)")
+        if fields[0] in seen:
+            raise NnetError(f"{printable(path)}:{n}: utterance '{fields[0]}' appears twice")
+        seen.add(fields[0])
         out.append((fields[0], fields[1]))
     return out
 
