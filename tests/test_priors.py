@@ -183,3 +183,26 @@ def test_stored_priors_that_are_not_one_positive_value_per_output(model, tmp_pat
     for floor in (1.0, math.nan, -1e-3):
         with pytest.raises(NnetError, match=r"--prior-floor must be in \[0, 1\)"):
             priors.adjust_model_priors(tmp_path / "bad.mdl", tmp_path / "p.vec", tmp_path / "x.mdl", floor)
+
+
+def test_priors_stay_with_the_model_through_training_averaging_and_combination(small_model, tmp_path):
+    """As Kaldi's driver puts each new raw nnet into the previous .mdl (nnet3-am-copy --set-raw-nnet),
+    a model's priors survive every program that makes a model from it; they were dropped, so a model
+    fine-tuned from an adjusted final.mdl decoded without dividing by its priors."""
+    from conftest import write_egs_dir
+    write_egs_dir(tmp_path / "egs")
+    _, plain = small_model
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    model_io.save(model_io.load(plain), tmp_path / "withp.mdl", priors=p)
+    run("nnet-train-one-job", "--use-gpu=no", "--learning-rate=0.01", "--minibatch-size=64", "--job=1",
+        "--archives-processed=0", tmp_path / "withp.mdl", tmp_path / "egs", tmp_path / "1.1.mdl", check=True)
+    run("nnet-average-models", tmp_path / "1.1.mdl", plain, tmp_path / "1.mdl", check=True)
+    run("nnet-outer-step", "--method", "bmuf", "--jobs", "2", "--state-out", tmp_path / "1.outer",
+        tmp_path / "1.mdl", plain, tmp_path / "2.mdl", check=True)
+    run("nnet-combine", "--use-gpu", "no", tmp_path / "2.mdl", plain, tmp_path / "egs" / "combine.egs",
+        tmp_path / "final.mdl", check=True)
+    for name in ("1.1.mdl", "1.mdl", "2.mdl", "final.mdl"):
+        np.testing.assert_allclose(model_io.priors(tmp_path / name).numpy(), p, rtol=1e-7, err_msg=name)
+    assert model_io.priors(plain) is None
+    run("nnet-average-models", plain, tmp_path / "1.mdl", tmp_path / "first.mdl", check=True)
+    assert model_io.priors(tmp_path / "first.mdl") is None   # the first model's, as Kaldi's copy

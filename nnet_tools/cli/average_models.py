@@ -32,5 +32,5 @@ def main(models, weights):
     if not inputs:
         raise click.UsageError("need at least one input model and the output model")
     w = average.normalized_weights(None if weights is None else parse_weights(weights), len(inputs))
-    model_io.save(average.average_files(list(inputs), w), out)
+    model_io.save(average.average_files(list(inputs), w), out, priors=model_io.priors(inputs[0]))
     logger.info(f"Averaged parameters of {len(inputs)} neural nets, and wrote to {out}")

@@ -28,5 +28,5 @@ def main(args, max_objective_evaluations, use_gpu):
     *paths, egs_path, out = args
     windows, labels = egs.EgsArchive(egs_path).all_frames(model_io.load(paths[0]))
     best, *_ = combine.combine(list(paths), windows, labels, max_objective_evaluations, device.select(use_gpu))
-    model_io.save(best, out)
+    model_io.save(best, out, priors=model_io.priors(paths[0]))
     logger.info(f"Wrote combined model to {out}")

@@ -41,7 +41,7 @@ def main(method, jobs, momentum, learning_rate, nesterov, state_in, state_out, s
       nnet-outer-step --method bmuf --jobs 4 --state-in exp/nnet/7.outer --state-out exp/nnet/8.outer \\
           exp/nnet/7.mdl exp/nnet/8.avg.mdl exp/nnet/8.mdl
     """
-    start, average = model_io.load(start_model), model_io.load(average_model)
+    (start, priors), average = model_io.load(start_model, with_priors=True), model_io.load(average_model)
     if start.config != average.config:
         raise NnetError(f"{average_model}: model structure differs from {start_model}")
     opt = outer_optim.make(method, jobs, momentum, learning_rate, nesterov)
@@ -58,7 +58,7 @@ def main(method, jobs, momentum, learning_rate, nesterov, state_in, state_out, s
     # Both temp files are made before either is written, and renamed only when both are.
     with atomic_path(state_out) as state_tmp, atomic_path(model_out) as model_tmp:
         torch.save(state, state_tmp)
-        model_io.save(average, model_tmp)
+        model_io.save(average, model_tmp, priors=priors)
     change = sum(float((new[n] - params[n]).pow(2).sum()) for n in params) ** 0.5
     logger.info(f"{method} step (momentum {opt.momentum:g}, learning rate {opt.learning_rate:g}): "
                 f"parameter change {change:.6g}; wrote {model_out} and {state_out}")

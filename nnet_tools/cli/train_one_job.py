@@ -67,12 +67,12 @@ def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed
         logger.info(f"Job {job}: training on {egs}, frame {opts['frame']}")
     options = train.TrainOptions(**opts)
     options.check()
-    model = model_io.load(model_in)
+    model, priors = model_io.load(model_in, with_priors=True)
     if scale != 1.0:
         logger.info(f"Scaling parameters by {scale:g}")
         edits_mod.scale_parameters(model, scale)
     if edits:
         edits_mod.apply_edits(model, edits)
     train.train_one_job(model, egs_mod.EgsArchive(egs), options, dev)
-    model_io.save(model, model_out)
+    model_io.save(model, model_out, priors=priors)
     logger.info(f"Wrote model to {model_out}")

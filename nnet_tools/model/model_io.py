@@ -64,6 +64,13 @@ def read(path, mmap=False):
     return blob
 
 
+def priors(path):
+    """A model file's stored priors (None if it has none), read without loading its parameters:
+    the programs that make a model from others carry them on, as Kaldi's nnet3-am-copy
+    --set-raw-nnet keeps the AmNnetSimple's."""
+    return read(path, mmap=True).get("priors")
+
+
 def first_sentence(error, limit=160):
     """The gist of a library's (often paragraph-long) message: its first sentence, never cut mid-word."""
     text = " ".join(str(error).split()) or type(error).__name__
