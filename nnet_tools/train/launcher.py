@@ -48,16 +48,18 @@ def _launcher_argv(cmd):
     return argv
 
 
-def _child_setup(niceness=0):
-    """A ``preexec_fn`` for $cmd: it dies with the driver, runs ``niceness`` lower, and starts with
-    Ctrl-C ignored. Ctrl-C reaches the terminal's whole process group, and a Python interpreter it
-    catches while starting prints a traceback; nnet-queue handles SIGINT itself once its tasks run,
-    and the driver's exit stops it (SIGTERM) before that."""
+def _child_setup(niceness=0, ignore_sigint=False):
+    """A ``preexec_fn`` for $cmd: it dies with the driver and runs ``niceness`` lower. With
+    ``ignore_sigint`` (for nnet-queue) it starts with Ctrl-C ignored: Ctrl-C reaches the terminal's
+    whole process group, and a Python interpreter it catches while starting prints a traceback;
+    nnet-queue handles SIGINT itself once its tasks run, and the driver's exit stops it (SIGTERM)
+    before that. Not for Kaldi's run.pl, whose tasks would inherit it and outlive the Ctrl-C."""
     die = die_with_parent()
 
     def setup():
         die()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if ignore_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         if niceness:
             os.nice(niceness)
     return setup
@@ -70,6 +72,7 @@ class Launcher:
 
     def __init__(self, cmd, log_dir, name="driver", tick=None):
         self.cmd = _launcher_argv(cmd) if isinstance(cmd, str) else list(cmd)
+        self.is_nnet_queue = bool(self.cmd) and os.path.basename(self.cmd[0]) == "nnet-queue"
         self.log_dir = log_dir
         self.name = name
         self.tick = tick
@@ -80,7 +83,8 @@ class Launcher:
         return self.cmd + list(launcher_opts) + array + [os.path.join(self.log_dir, log)] + [str(c) for c in command]
 
     def run(self, log, command, jobs=None, launcher_opts=()):
-        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts), preexec_fn=_child_setup())
+        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts),
+                             preexec_fn=_child_setup(ignore_sigint=self.is_nnet_queue))
         while True:
             try:
                 code = p.wait(timeout=TICK_SECONDS)
@@ -94,7 +98,7 @@ class Launcher:
     def start(self, log, command, launcher_opts=()):
         self._reap(block=False)
         self.background.append(subprocess.Popen(self.argv(log, command, launcher_opts=launcher_opts),
-                                                preexec_fn=_child_setup(BACKGROUND_NICENESS)))
+                                                preexec_fn=_child_setup(BACKGROUND_NICENESS, self.is_nnet_queue)))
 
     def wait(self):
         self._reap(block=True)
