@@ -71,7 +71,9 @@ class RecordingLauncher:
                 f.write(f"LOG (nnet-compute-prob[x]:f():d.py:1) Overall log-likelihood for 'output' is "
                         f"{self.valid(int(m.group(1)))} per frame, over 300 frames.\n")
 
-    def wait(self):
+    num_started = 0   # background commands run at once here
+
+    def wait(self, upto=None):
         pass
 
     def command(self, log):
@@ -87,11 +89,11 @@ def egs_info(tmp_path):
     return tmp_path / "egs"
 
 
-def drive(tmp_path, egs_dir, objectives, fails=None, valid=None, stage=None, **changes):
+def drive(tmp_path, egs_dir, objectives, fails=None, valid=None, stage=None, launcher_cls=None, **changes):
     settings = dict(num_epochs=3, jobs_initial=2, jobs_final=4, max_models_combine=3, preserve_interval=4)
     opts = options.TrainerOptions(**{**settings, **changes})
     os.makedirs(tmp_path / "exp" / "log", exist_ok=True)
-    launcher = RecordingLauncher(str(tmp_path / "exp" / "log"), objectives, fails, valid)
+    launcher = (launcher_cls or RecordingLauncher)(str(tmp_path / "exp" / "log"), objectives, fails, valid)
     (tmp_path / "model.yaml").write_text(SMALL_CONFIG)
     loop = outer.OuterLoop(opts, str(egs_dir), str(tmp_path / "exp"), launcher)
     loop.run(stage=stage, config=str(tmp_path / "model.yaml"))
@@ -119,6 +121,34 @@ def test_cleanup_keeps_preserved_and_combine_models_and_combines_newest_first(tm
     kept = sorted(int(p.stem) for p in exp.glob("*.mdl") if p.stem.isdigit())
     assert kept == [i for i in range(iters + 1) if i % 4 == 0 or i == iters]
     assert (exp / "final.mdl").exists()
+
+
+class LateBackground(RecordingLauncher):
+    """Background commands run only when waited for, as on a node too busy to start them sooner;
+    each notes the model files it would have found missing."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.pending, self.num_started, self.missing = [], 0, []
+
+    def start(self, log, command, launcher_opts=()):
+        super().start(log, command, launcher_opts)
+        self.num_started += 1
+        self.pending.append((self.num_started, [str(c) for c in command]))
+
+    def wait(self, upto=None):
+        due = [command for n, command in self.pending if upto is None or n <= upto]
+        self.pending = self.pending[len(due):]
+        self.missing += [c for command in due for c in command if c.endswith(".mdl") and not os.path.exists(c)]
+
+
+def test_cleanup_waits_for_the_diagnostics_that_read_the_model_it_removes(tmp_path, egs_info):
+    """nnet-show-progress of iteration N-1 reads (N-2).mdl, which cleanup removes after iteration N:
+    on a busy node it found no model."""
+    _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, launcher_cls=LateBackground)
+    assert any(name.startswith("progress.") for name, _ in rec.commands) and not rec.pending
+    assert rec.missing == []
+    assert not (tmp_path / "exp" / "2.mdl").exists()   # cleanup did remove models
 
 
 def test_removable_follows_preserve_interval_and_combine_set():

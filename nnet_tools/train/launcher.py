@@ -76,7 +76,8 @@ class Launcher:
         self.log_dir = log_dir
         self.name = name
         self.tick = tick
-        self.background = []
+        self.background = []   # (number, Popen) of the background commands still running
+        self.num_started = 0   # background commands started so far
 
     def argv(self, log, command, jobs=None, launcher_opts=()):
         array = [f"JOB=1:{jobs}"] if jobs else []
@@ -97,18 +98,21 @@ class Launcher:
 
     def start(self, log, command, launcher_opts=()):
         self._reap(block=False)
-        self.background.append(subprocess.Popen(self.argv(log, command, launcher_opts=launcher_opts),
-                                                preexec_fn=_child_setup(BACKGROUND_NICENESS, self.is_nnet_queue)))
+        self.num_started += 1
+        self.background.append((self.num_started, subprocess.Popen(
+            self.argv(log, command, launcher_opts=launcher_opts),
+            preexec_fn=_child_setup(BACKGROUND_NICENESS, self.is_nnet_queue))))
 
-    def wait(self):
-        self._reap(block=True)
+    def wait(self, upto=None):
+        """Wait for the background commands: all, or the first ``upto`` started (see num_started)."""
+        self._reap(block=True, upto=upto)
 
-    def _reap(self, block):
+    def _reap(self, block, upto=None):
         running = []
-        for p in self.background:
-            code = p.wait() if block else p.poll()
+        for n, p in self.background:
+            code = p.wait() if block and (upto is None or n <= upto) else p.poll()
             if code is None:
-                running.append(p)
+                running.append((n, p))
             elif code != 0:
                 print(f"{self.name}: WARNING: background job failed: {' '.join(p.args)}", file=sys.stderr)
         self.background = running

@@ -244,9 +244,13 @@ class OuterLoop:
             self.say(f"Iter: {it}/{self.num_iters - 1}   Jobs: {jobs}   Epoch: {processed / self.expanded:.2f}/"
                      f"{self.opts.num_epochs:.1f} ({100.0 * processed / self.to_process:.1f}% complete)   "
                      f"lr: {lrate * jobs:.6f}{eta}")
+            earlier = self.launcher.num_started
             self.diagnostics(self.mdl(it), it, self.mdl(it - 1) if it > 0 else None)
             self.iteration(it, jobs, lrate, processed)
             done += 1
+            # The previous iteration's diagnostics read the model cleanup_during removes; on a busy
+            # node they can still be running (nnet-show-progress then found no model).
+            self.launcher.wait(upto=earlier)
             self.cleanup_during(it)
             self.check_divergence(it)
         final = self.path("final.mdl")
