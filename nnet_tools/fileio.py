@@ -58,8 +58,12 @@ def remove_stale_temps(directory):
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except PermissionError:   # another account's, in a shared (sticky) dir: theirs to remove
+                continue
         removed.append(name)
     return removed
 
@@ -106,6 +110,15 @@ def writing(path):
         raise
 
 
+def _mode_of(path):
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
@@ -121,17 +134,20 @@ def atomic_path(path):
         with writing(path):
             yield path
         return
+    if os.path.exists(path) and not os.access(path, os.W_OK):   # as Kaldi, which writes in place, and the shell
+        raise NnetError(f"{path}: cannot write: the file is read-only (Permission denied)")
     directory = os.path.dirname(os.path.abspath(path))
     try:
         make_dirs(directory)
+        check_writable(directory, path)
         _sweep_once(directory)
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix="." + os.path.basename(path), dir=directory)
         os.close(fd)
     except OSError as e:
         raise write_error(path, e) from None
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; other cluster accounts must read our files
+    # A file replaced keeps its mode (a private model stays private, as Kaldi's in-place write
+    # keeps it); a new one gets the umask's, not mkstemp's 0600: other cluster accounts read it.
+    os.chmod(tmp, _mode_of(path))
     try:
         with writing(path):
             yield tmp
@@ -140,6 +156,14 @@ def atomic_path(path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_writable(directory, output=None):
+    """A directory this process cannot create files in is one line (naming ``output``, the file
+    to be written there, if given), before any work. Root passes: os.access answers as for root."""
+    if os.path.isdir(directory) and not os.access(directory, os.W_OK | os.X_OK):
+        where = f"{output}: cannot write: " if output else ""
+        raise NnetError(f"{where}{directory} is not writable (Permission denied)")
 
 
 def make_dirs(directory):
@@ -155,6 +179,7 @@ def temp_dir(directory, what):
     """A scratch directory inside ``directory``, removed afterwards (or by the next run if killed)."""
     try:
         make_dirs(directory)
+        check_writable(directory)
         _sweep_once(directory)
         path = tempfile.mkdtemp(prefix=temp_prefix(), suffix="." + what, dir=directory)
     except OSError as e:

@@ -46,6 +46,12 @@ def program(name):
             except UnicodeDecodeError as e:  # a text input no reader named: still one line
                 print(f"ERROR ({name}) an input text file {not_utf8(e)}", file=sys.stderr, flush=True)
                 sys.exit(1)
+            except BrokenPipeError:
+                raise
+            except OSError as e:  # a file no reader or writer named (permissions, mostly): still one line
+                where = f"{e.filename}: " if e.filename else ""
+                print(f"ERROR ({name}) {where}{e.strerror or e}", file=sys.stderr, flush=True)
+                sys.exit(1)
             except KeyboardInterrupt:
                 print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)
                 sys.exit(130)

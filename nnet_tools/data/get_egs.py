@@ -27,7 +27,7 @@ import numpy as np
 from nnet_tools.data.cmvn import format_cmvn_opts
 from nnet_tools.data.egs import MAX_TARGETS, ArchiveWriter
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import make_dirs, temp_dir, write_error, write_text, writing
+from nnet_tools.fileio import check_writable, make_dirs, temp_dir, write_error, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.data.tables import RandomAccessIntVectors, read_int_vectors, read_matrices
 
@@ -361,6 +361,8 @@ def _start(egs_dir):
         make_dirs(egs_dir)
     except OSError as e:  # e.g. EGS_DIR is a file
         raise write_error(egs_dir, e) from None
+    for directory in (egs_dir, os.path.join(egs_dir, "info")):   # before anything of an earlier run goes
+        check_writable(directory)
     # A stale num_archives would make this run, if interrupted, look complete.
     stale = os.path.join(egs_dir, "info", "num_archives")
     if os.path.exists(stale):
@@ -458,7 +460,11 @@ def dump_job(feats_rspecifier, targets_rspecifier, egs_dir, opts, job, num_jobs,
     plan = make_plan(targets_rspecifier, opts, warn=job == 1)
     _start(egs_dir)
     orig = os.path.join(egs_dir, ORIG)
-    os.makedirs(orig, exist_ok=True)
+    try:
+        make_dirs(orig)
+    except OSError as e:
+        raise write_error(orig, e) from None
+    check_writable(orig)
     summary = os.path.join(orig, f"job.{job}.json")
     for stale in [summary] + [os.path.join(orig, n) for n in os.listdir(orig) if n.startswith("merged.")]:
         with contextlib.suppress(FileNotFoundError):
@@ -544,7 +550,10 @@ def _pieces(egs_dir, summaries, bucket, feat_dim, opts):
             raise NnetError(f"{path}: missing egs piece of job {s['job']}; run that job again")
         if n and size != n * dtype.itemsize:
             raise NnetError(f"{path}: {size} bytes, expected {n} egs of {dtype.itemsize}")
-        out.append(np.memmap(path, dtype, "r", shape=(n,)) if n else np.zeros(0, dtype))
+        try:
+            out.append(np.memmap(path, dtype, "r", shape=(n,)) if n else np.zeros(0, dtype))
+        except OSError as e:
+            raise NnetError(f"{path}: cannot read egs piece of job {s['job']}: {e.strerror}") from None
     return out
 
 
@@ -561,6 +570,7 @@ def merge_archive(egs_dir, k):
         raise NnetError(f"archive {k} is not in 1..{num_archives} (the egs dir's number of archives)")
     if feat_dim is None:
         raise NnetError(f"{egs_dir}: the dump jobs wrote no egs")
+    check_writable(os.path.join(egs_dir, ORIG))   # its merged.K marker: else egs.K.ark would be left unmarked
     pieces = _pieces(egs_dir, summaries, k - 1, feat_dim, opts)
     _write_archive(egs_dir, k, pieces, keys, opts, feat_dim, num_archives)
     n = sum(len(p) for p in pieces)
@@ -582,6 +592,8 @@ def finish(egs_dir):
     summaries = _jobs(egs_dir)
     opts, keys, feat_dim = _job_setup(summaries)
     first, num_archives = summaries[0], summaries[0]["num_archives"]
+    for directory in (egs_dir, os.path.join(egs_dir, ORIG)):   # the subsets go in one, the other is removed
+        check_writable(directory)
     train_egs = sum(s["train_egs"] for s in summaries)
     if not train_egs:
         raise NnetError(f"{egs_dir}: no training examples: the dump jobs' features gave no egs outside "

@@ -5,10 +5,13 @@ A backend only runs tasks and reports their exit statuses; choosing which tasks 
 the same from the caller's side.
 """
 import contextlib
+import os
 import signal
 import sys
 import threading
 
+from nnet_tools.errors import NnetError
+from nnet_tools.fileio import check_writable, make_dirs
 from nnet_tools.queue import tasklog
 
 
@@ -94,9 +97,21 @@ def pick_tasks(spec):
     return to_run, failed
 
 
+def check_log_dir(spec):
+    """The log dir, made and writable before any task: else every task fails for its log alone,
+    and the failure names logs that were never written."""
+    log_dir = os.path.dirname(spec.log_for(spec.start)) or "."
+    try:
+        make_dirs(log_dir)
+    except OSError as e:
+        raise NnetError(f"{log_dir}: cannot make the log dir: {e.strerror}") from None
+    check_writable(log_dir)
+
+
 def run(backend_cls, spec, prog="nnet-queue", stderr=None):
     """Run ``spec`` on a backend class; return the exit code (0 iff every task succeeded)."""
     stderr = stderr or sys.stderr
+    check_log_dir(spec)
     to_run, failed = pick_tasks(spec)
     try:
         with interruptible():

@@ -41,6 +41,8 @@ def read(exp_dir):
             return json.load(f)
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read the run manifest: {e.strerror}") from None
     except ValueError:
         raise NnetError(f"{path}: not a readable run manifest; remove it to start this dir over") from None
 

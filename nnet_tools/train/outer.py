@@ -17,8 +17,9 @@ import time
 
 from nnet_tools.data import vectors
 from nnet_tools.data.egs import read_info
+from nnet_tools.data.textfile import read_text
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import make_dirs, write_text
+from nnet_tools.fileio import check_writable, make_dirs, write_text
 from nnet_tools.report import logparse, summary
 from nnet_tools.model import config as config_mod, model_io, presoftmax
 from nnet_tools.train import dropout_schedule, manifest, options, schedule, tree_average
@@ -107,6 +108,8 @@ class OuterLoop:
             make_dirs(os.path.join(dir, "log"))
         except OSError as e:
             raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
+        for d in (dir, os.path.join(dir, "log")):   # else every job fails, is retried, and names logs never written
+            check_writable(d)
         if opts.dropout_schedule:
             dropout_schedule.parse(opts.dropout_schedule, where="--trainer.dropout-schedule")
         if opts.averaging_fanin < 0 or opts.averaging_fanin == 1:
@@ -210,6 +213,8 @@ class OuterLoop:
             return self.num_iters + 1
         for it in range(self.num_iters, -1, -1):
             if os.path.exists(self.mdl(it)) and self.resumable(it):
+                if not os.access(self.mdl(it), os.R_OK):   # not broken, only hidden: not to be trained over
+                    raise NnetError(f"{self.mdl(it)}: cannot resume from it: Permission denied")
                 try:
                     model_io.read(self.mdl(it))
                     return it
@@ -224,8 +229,7 @@ class OuterLoop:
         self.write_srand()
         cmvn_opts = os.path.join(self.egs_dir, "cmvn_opts")
         if os.path.exists(cmvn_opts):  # as Kaldi: decoding reads the CMVN the egs were made with here
-            with open(cmvn_opts) as f:
-                write_text(self.path("cmvn_opts"), f.read())
+            write_text(self.path("cmvn_opts"), read_text(cmvn_opts, "the egs' CMVN options"))
         if stage <= -1:
             self.init_model(config, input_model)
         self.say(f"{self.name}: will train for {self.opts.num_epochs} epochs = {self.num_iters} iterations")
@@ -266,7 +270,7 @@ class OuterLoop:
 
     def write_srand(self):
         srand_file = self.path("srand")
-        if os.path.exists(srand_file) and open(srand_file).read().strip() != str(self.opts.srand):
+        if os.path.exists(srand_file) and read_text(srand_file, "the seed").strip() != str(self.opts.srand):
             self.warn(f"--trainer.srand={self.opts.srand} differs from the one used before")
         write_text(srand_file, f"{self.opts.srand}\n")
 
