@@ -38,7 +38,7 @@ def main():
     print(outer.command_line(), flush=True)
     try:  # bad options: nothing was started, so there is nothing to resume
         loop = outer.OuterLoop(options.from_namespace(args), args.egs_dir, args.dir)
-        loop.check_start(args.stage, args.config)
+        loop.check_start(args.stage, args.config, args.input_model)
     except NnetError as e:
         sys.exit(f"steps/train_dnn.py: {e}")
     try:

@@ -122,6 +122,28 @@ def test_nnet_queue_refuses_a_log_dir_it_cannot_write(tmp_path, monkeypatch, cap
     assert not list((tmp_path / "log").iterdir())
 
 
+def test_unreadable_is_said_as_such_not_as_missing(tmp_path, egs_info, monkeypatch):
+    """An unreadable info/ file read as "missing or not an integer", an unreadable log as absent
+    (its iteration dropped out of nnet-report), and an unreadable --trainer.input-model failed
+    at stage -1 with a resume hint for a run that never started."""
+    from nnet_tools.data import egs as egs_mod
+    from nnet_tools.report import logparse
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+    for module in (egs_mod, logparse):
+        monkeypatch.setattr(module, "open", denied, raising=False)
+    with pytest.raises(NnetError, match=r"info/num_archives: cannot read: Permission denied$"):
+        egs_mod.read_info(str(egs_info), "num_archives")
+    with pytest.raises(NnetError, match=r"compute_prob_valid.3.log: cannot read: Permission denied$"):
+        logparse.compute_prob(str(tmp_path / "compute_prob_valid.3.log"))
+    monkeypatch.undo()
+    opts = options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4)
+    loop = outer.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), RecordingLauncher(str(tmp_path), None))
+    with pytest.raises(NnetError, match=r"gone.mdl: no such model file"):
+        loop.check_start(None, None, str(tmp_path / "gone.mdl"))
+
+
 def test_an_os_error_no_reader_named_is_one_line(capsys):
     """An unreadable egs piece was numpy's memmap traceback; any such error is now one line."""
     @program("nnet-x")

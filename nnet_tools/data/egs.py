@@ -40,6 +40,8 @@ def read_info(egs_dir, name):
     try:
         with open(path) as f:
             return int(f.read().split()[0])
+    except (PermissionError, IsADirectoryError) as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
     except (OSError, ValueError, IndexError):
         raise NnetError(f"{path}: missing or not an integer; is {egs_dir} an egs dir made by nnet-get-egs?") from None
 
@@ -190,7 +192,9 @@ class EgsArchive:
                 h = json.loads(f.read(hlen))
         except FileNotFoundError:
             raise NnetError(f"{self.path}: no such egs archive") from None
-        except (OSError, ValueError) as e:
+        except OSError as e:
+            raise NnetError(f"{self.path}: cannot read egs archive: {e.strerror}") from None
+        except ValueError as e:
             raise NnetError(f"{self.path}: unreadable egs archive ({e})") from None
         _check_header(h, self.path)
         self.num_egs, self.frames_per_eg = h["num_egs"], h["frames_per_eg"]

@@ -4,15 +4,21 @@ import math
 import os
 import re
 
+from nnet_tools.errors import NnetError
+
 OBJF_RE = re.compile(r"Overall average objective function for 'output' is (\S+(?: \+ \S+ = \S+)?) over (\d+) frames")
 PROB_RE = re.compile(r"Overall (log-likelihood|accuracy) for 'output' is (\S+) per frame")
 TIME_RE = re.compile(r"^# Accounting: time=(\d+(?:\.\d+)?)", re.M)
 
 
 def _read(path):
+    """A log's text; "" if it is not there (yet). One that is there but unreadable is an error:
+    read as absent, its iteration would silently drop out of the report."""
     try:
         with open(path, errors="replace") as f:
             return f.read()
+    except PermissionError as e:
+        raise NnetError(f"{path}: cannot read: {e.strerror}") from None
     except OSError:
         return ""
 

@@ -77,6 +77,9 @@ def _count(exp_dir, pattern):
 def num_iters(exp_dir):
     """Iterations with a train.N.1.log, less any final ones whose diagnostics have not finished
     (up to 6 back, as nnet3_dir_info.pl)."""
+    log_dir = os.path.join(exp_dir, "log")
+    if os.path.isdir(log_dir) and not os.access(log_dir, os.R_OK | os.X_OK):   # else: "no train.0.1.log"
+        raise NnetError(f"{log_dir}: cannot read: Permission denied")
     iters = _count(exp_dir, "train.{}.1.log")
     if iters == 0:
         raise NnetError(f"{exp_dir} does not seem to be an nnet3 neural net training directory "

@@ -150,6 +150,8 @@ def _load_npz(path, what):
     try:
         data = np.load(path, allow_pickle=False)
         return {k: data[k] for k in data.files}
+    except PermissionError as e:
+        raise NnetError(f"{path}: cannot read {what} file: {e.strerror}") from None
     except Exception as e:  # numpy raises several types for a file that is not an npz
         raise NnetError(f"{path}: not a {what} file ({e})") from None
 

@@ -138,7 +138,7 @@ class OuterLoop:
     def run(self, stage=None, exit_stage=None, config=None, input_model=None):
         """stage None: go on where this dir left off (a new dir starts at -1); -1: start over;
         N: Kaldi's --stage N. Holds the dir's lock throughout."""
-        self.check_start(stage, config)
+        self.check_start(stage, config, input_model)
         with ExpLock(self.dir) as lock:
             self.launcher.tick = lock.beat
             remove_stale_temp_files(self.dir)
@@ -155,7 +155,7 @@ class OuterLoop:
                 self.launcher.wait()
                 raise
 
-    def check_start(self, stage, config):
+    def check_start(self, stage, config, input_model=None):
         """What can be wrong with the stage, the egs and the config, found before any work: the
         combination's egs must be there (not found after the last iteration), the model config
         must parse and take the egs' features (not found in init_model.log, or in every job's
@@ -165,7 +165,12 @@ class OuterLoop:
         if self.opts.do_final_combination and not os.path.isfile(os.path.join(self.egs_dir, "combine.egs")):
             raise NnetError(f"{self.egs_dir}/combine.egs: no such file; the final combination needs it "
                             f"(or --trainer.optimization.do-final-combination false)")
-        if not config or (stage is not None and stage > -1):
+        if stage is not None and stage > -1:
+            return
+        if input_model:   # stage -1 copies it (a config is then not used)
+            model_io.read(input_model, mmap=True)
+            return
+        if not config:
             return
         cfg = config_mod.load(config)
         if not os.path.exists(os.path.join(self.egs_dir, "info", "feat_dim")):  # a hand-made egs dir
