@@ -156,10 +156,10 @@ class OuterLoop:
                 raise
 
     def check_start(self, stage, config, input_model=None):
-        """What can be wrong with the stage, the egs and the config, found before any work: the
-        combination's egs must be there (not found after the last iteration), the model config
-        must parse and take the egs' features (not found in init_model.log, or in every job's
-        log for a wrong input-dim)."""
+        """What can be wrong with the stage, the egs and the initial model, found before any work:
+        the combination's egs must be there (not found after the last iteration), an input model
+        must be a readable model file, and a model config must parse and take the egs' features
+        (not found in init_model.log, or in every job's log for a wrong input-dim)."""
         if stage is not None and stage > self.num_iters:
             raise NnetError(f"{self.stage_flag} {stage} is past this run's last stage, {self.num_iters} (the final combination)")
         if self.opts.do_final_combination and not os.path.isfile(os.path.join(self.egs_dir, "combine.egs")):
