@@ -26,7 +26,9 @@ def main(args, max_objective_evaluations, use_gpu):
     if len(args) < 3:
         raise click.UsageError("need at least one model, the combine egs and the output model")
     *paths, egs_path, out = args
-    windows, labels = egs.EgsArchive(egs_path).all_frames(model_io.load(paths[0]))
+    newest, priors = model_io.load(paths[0], with_priors=True)
+    windows, labels = egs.EgsArchive(egs_path).all_frames(newest)
+    del newest   # combine loads its models one at a time
     best, *_ = combine.combine(list(paths), windows, labels, max_objective_evaluations, device.select(use_gpu))
-    model_io.save(best, out, priors=model_io.priors(paths[0]))
+    model_io.save(best, out, priors=priors)
     logger.info(f"Wrote combined model to {out}")

@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from nnet_tools.data import tables
+from nnet_tools.data.textfile import table_file
 from nnet_tools.errors import NnetError, read_error
 from nnet_tools.log import logger
 
@@ -78,13 +79,11 @@ def apply_cmvn(feats, stats, norm_means=True, norm_vars=False, where="CMVN"):
 
 def _text_table_file(name, what):
     """Kaldi programs take utt2spk/spk2utt as rspecifiers ('ark:data/train/utt2spk'); a plain
-    file name is accepted too."""
-    if not _is_rspecifier(name):
-        return name
-    options, _, target = name.partition(":")
-    if "scp" in (o.strip() for o in options.split(",")) or target in ("", "-") or target.rstrip().endswith("|"):
-        raise NnetError(f"{name}: give the {what} file itself (or ark:FILE)")
-    return target
+    file name is accepted too. Not stdin: a program may read them more than once."""
+    path = table_file(name, what)
+    if path == "-":
+        raise NnetError(f"{name}: give the {what} file itself (or ark:FILE), not standard input")
+    return path
 
 
 def read_utt2spk(path):

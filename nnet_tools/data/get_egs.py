@@ -354,15 +354,20 @@ def make_plan(targets_rspecifier, opts, warn=True):
     return Plan(keys, valid, subset, roles, num_archives, max_id)
 
 
+def _writable_dir(directory):
+    """Make ``directory`` and check this process can write in it, as one line."""
+    try:
+        make_dirs(directory)
+    except OSError as e:  # e.g. it is a file
+        raise write_error(directory, e) from None
+    check_writable(directory)
+
+
 def _start(egs_dir):
     """Make EGS_DIR (its scratch space lives there); info/ waits for _finish, so that a failed
     run leaves no empty info/ behind."""
-    try:
-        make_dirs(egs_dir)
-    except OSError as e:  # e.g. EGS_DIR is a file
-        raise write_error(egs_dir, e) from None
-    for directory in (egs_dir, os.path.join(egs_dir, "info")):   # before anything of an earlier run goes
-        check_writable(directory)
+    _writable_dir(egs_dir)
+    check_writable(os.path.join(egs_dir, "info"))   # before anything of an earlier run goes
     # A stale num_archives would make this run, if interrupted, look complete.
     stale = os.path.join(egs_dir, "info", "num_archives")
     if os.path.exists(stale):
@@ -460,11 +465,7 @@ def dump_job(feats_rspecifier, targets_rspecifier, egs_dir, opts, job, num_jobs,
     plan = make_plan(targets_rspecifier, opts, warn=job == 1)
     _start(egs_dir)
     orig = os.path.join(egs_dir, ORIG)
-    try:
-        make_dirs(orig)
-    except OSError as e:
-        raise write_error(orig, e) from None
-    check_writable(orig)
+    _writable_dir(orig)
     summary = os.path.join(orig, f"job.{job}.json")
     for stale in [summary] + [os.path.join(orig, n) for n in os.listdir(orig) if n.startswith("merged.")]:
         with contextlib.suppress(FileNotFoundError):
