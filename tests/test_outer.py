@@ -281,6 +281,19 @@ def test_survivors_are_averaged_when_enough_succeed(tmp_path, egs_info, capsys):
     assert (exp / "final.mdl").exists()
 
 
+def test_a_job_that_fails_on_its_archive_stops_the_run_after_its_retries(tmp_path, egs_info, capsys):
+    # Survivors are for lost nodes: averaging without a bad archive would leave its egs out of
+    # every iteration that reads it, with only a warning.
+    fault = f"{egs_info}/egs.2.ark: cannot read egs archive: Permission denied"
+    with pytest.raises(NnetError, match=r"iteration 3: job 1 failed on the egs every time: "
+                                        + re.escape(fault) + r"; the other jobs' models are not averaged"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0,
+              fails=lambda it, j, attempt: f"ERROR (nnet-train-one-job) {fault}\n" if (it, j) == (3, 1) else None)
+    assert "job 1 of iteration 3 failed" in capsys.readouterr().err   # retried first: NFS may have hiccuped
+    assert (tmp_path / "exp" / "log" / "train.3.1.log.failed.2").exists()
+    assert not (tmp_path / "exp" / "4.mdl").exists()
+
+
 def test_too_few_survivors_stop_the_run(tmp_path, egs_info):
     with pytest.raises(NnetError, match=r"iteration 1: only 0/2 jobs succeeded after 2 retries"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, fails=lambda it, j, attempt: "x\n" if it == 1 else None)

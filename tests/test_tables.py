@@ -359,6 +359,29 @@ def test_missing_files_and_bad_rspecifiers(tmp_path, capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_unreadable_files_say_why(tmp_path, capfd, monkeypatch):
+    """Kaldi's "Failed to open file X" said neither whether X exists nor why it could not be read."""
+    from nnet_tools.data import tables
+    with MatrixWriter(f"ark,scp:{tmp_path}/m.ark,{tmp_path}/m.scp") as w:
+        w.write("utt1", np.ones((1, 1)))
+    scp = tmp_path / "m.scp"
+    scp.write_text(scp.read_text().replace(str(tmp_path / "m.ark"), str(tmp_path / "gone.ark")))
+    with pytest.raises(NnetError) as excinfo:
+        list(read_matrices(f"scp:{scp}"))
+    one_line_error(excinfo, f"scp:{scp}: key 'utt1'", "gone.ark:", ": No such file or directory")
+    real_open = open
+
+    def denied(path, *args, **kwargs):   # root reads a mode-000 file: deny as for another user
+        if str(path) == str(tmp_path / "m.ark"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(tables, "open", denied, raising=False)
+    with pytest.raises(NnetError) as excinfo:
+        read_matrices(f"ark:{tmp_path}/m.ark")
+    one_line_error(excinfo, f"ark:{tmp_path}/m.ark", "cannot read", "Permission denied")
+    assert capfd.readouterr().err == ""
+
+
 def test_missing_key(tmp_path, capfd):
     with MatrixWriter(f"ark,scp:{tmp_path}/m.ark,{tmp_path}/m.scp") as w:
         w.write("utt1", np.ones((1, 1)))

@@ -69,6 +69,10 @@ def _check_rspecifier(rspecifier):
         if not os.path.isfile(path):
             what = "is a directory" if os.path.isdir(path) else "no such file"
             raise NnetError(f"{rspecifier}: {what} '{path}'")
+        try:
+            open(path, "rb").close()
+        except OSError as e:
+            raise NnetError(f"{rspecifier}: cannot read '{path}': {e.strerror}") from None
     return _is_pipe(target)
 
 
@@ -176,7 +180,7 @@ class _Kaldi:
             where += f": key '{key}'"
         elif after is not None:
             where += f": after key '{after}'"
-        return NnetError(f"{where}: {reasons[0] if reasons else default}")
+        return NnetError(f"{where}: {_with_cause(reasons[0]) if reasons else default}")
 
     def log_pending(self):
         for level, message in self.pending:
@@ -189,6 +193,21 @@ class _Kaldi:
         with contextlib.suppress(RuntimeError), stderr_captured([]):
             impl.close()
         self.pending = []
+
+
+_FAILED_TO_OPEN = re.compile(r"Failed to open (?:file )?(\S+)$")
+
+
+def _with_cause(reason):
+    """Kaldi's "Failed to open file X" says neither why nor whether X exists: add the OS's reason."""
+    match = _FAILED_TO_OPEN.search(reason)
+    if match and _is_plain_file(match[1]):
+        path = re.sub(r":\d+$", "", match[1])   # an scp entry's "ark:offset"
+        try:
+            open(path, "rb").close()
+        except OSError as e:
+            return f"{reason}: {e.strerror}"
+    return reason
 
 
 # ---------------------------------------------------------------------------------------------

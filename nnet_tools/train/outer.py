@@ -372,6 +372,11 @@ class OuterLoop:
         if nonfinite == jobs:
             raise Diverged(f"iteration {it}: every job's objective went non-finite, also after "
                            f"{self.opts.max_retries} retries each (see {self.dir}/log/train.{it}.*.log)")
+        for j in sorted(set(range(1, jobs + 1)) - set(succeeded)):
+            fault = self.egs_fault(it, j)
+            if fault:   # a lost node is survived; a bad archive would be left out each time it comes round
+                raise NnetError(f"iteration {it}: job {j} failed on the egs every time: {fault}; the other "
+                                f"jobs' models are not averaged without its archive")
         if len(succeeded) < max(1, self.opts.min_success_fraction * jobs):
             raise NnetError(f"iteration {it}: only {len(succeeded)}/{jobs} jobs succeeded after {self.opts.max_retries} "
                             f"retries each (--trainer.min-success-fraction {self.opts.min_success_fraction}); "
@@ -379,6 +384,16 @@ class OuterLoop:
         self.warn(f"iteration {it}: {failed}/{jobs} jobs failed after {self.opts.max_retries} retries each; "
                   f"using the {len(succeeded)} that succeeded")
         return succeeded
+
+    def egs_fault(self, it, job):
+        """What a failed job's log says was wrong with the egs dir it read (an archive it could not
+        read, a corrupt eg), or None when its failure was something else."""
+        prefix = os.path.join(self.egs_dir, "")
+        for line in reversed(read_tail(self.path(f"log/train.{it}.{job}.log")).splitlines()):
+            if line.startswith("ERROR ("):
+                message = line.partition(") ")[2]
+                return message if message.startswith(prefix) else None
+        return None
 
     def job_done(self, it, job):
         """A job succeeded when its model exists (written atomically, last) and its log says how it did."""
