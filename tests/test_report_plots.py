@@ -155,6 +155,20 @@ def test_without_matplotlib_one_line(two_exps, tmp_path):
     assert not (root / "out").exists()
 
 
+def test_an_unwritable_home_gets_no_warnings_and_leaves_no_temp_dir(two_exps, tmp_path):
+    """matplotlib warned (two lines) and left a matplotlib-* dir in /tmp on every run. /proc is not
+    writable even for root, so HOME there is unwritable for whoever runs the tests."""
+    root, truth = two_exps
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME")}
+    import subprocess
+    r = subprocess.run(["nnet-report", "--plots", "out", *truth], cwd=root, capture_output=True, text=True,
+                       env={**env, "HOME": "/proc/no-home", "TMPDIR": str(tmp)})
+    assert r.returncode == 0 and "matplotlib" not in r.stderr.lower(), r.stderr
+    assert (root / "out" / "index.html").exists() and list(tmp.iterdir()) == []
+
+
 def test_not_an_exp_dir(tmp_path):
     (tmp_path / "empty").mkdir()
     assert f"{tmp_path / 'empty'}" in error_line(run("nnet-report", "--plots", tmp_path / "p", tmp_path / "empty"))

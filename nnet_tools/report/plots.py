@@ -3,9 +3,12 @@ steps/nnet3/report/generate_plots.py draws, without its LaTeX/PDF step).
 
 Figures are built on matplotlib's object API with the Agg canvas, so no display, no pyplot
 global state and no LaTeX are involved. matplotlib is an optional extra (``plots``)."""
+import atexit
 import html
 import os
 import re
+import shutil
+import tempfile
 
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, write_text
@@ -15,7 +18,24 @@ PERCENTILE_BAND = (5.0, 95.0)    # the band drawn around each nonlinearity stati
 NONLIN_STATS = (("value-avg", "value"), ("deriv-avg", "derivative"), ("oderiv-rms", "output-derivative rms"))
 
 
+def _config_dir_for_matplotlib():
+    """Where HOME is not writable (a service account, a read-only home on a node), matplotlib
+    warns and leaves a temp dir in /tmp at every run: give it one that is removed at exit."""
+    if "MPLCONFIGDIR" in os.environ:
+        return
+    default = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "matplotlib")
+    try:
+        os.makedirs(default, exist_ok=True)
+        if os.access(default, os.W_OK):
+            return
+    except OSError:
+        pass
+    os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="nnet-report-matplotlib.")
+    atexit.register(shutil.rmtree, os.environ["MPLCONFIGDIR"], ignore_errors=True)
+
+
 def _figure_class():
+    _config_dir_for_matplotlib()
     try:
         import matplotlib
         from matplotlib.figure import Figure
