@@ -11,6 +11,7 @@ Sub-models (--sub-mode):
   job     each sub-model is trained by one job per iteration, no averaging: iteration I runs the
           K sub-models' jobs as one array (log/train_sub.I.J.log) through --cmd, with train_dnn.py's
           learning-rate schedule and archive rotation; then log/compute_prob_valid_sub.final.J.log.
+          --stage 1 goes on after the newest iteration every sub-model finished (sub.J/N.mdl).
   driver  each sub-model runs the averaging driver (DIR/sub.J/, log/train_sub.J.log), whose jobs
           go through --cmd; --sub.num-jobs-* set its jobs.
 --parallel false trains them one after another (at most one sub-model's job at a time).

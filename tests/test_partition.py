@@ -236,7 +236,7 @@ def test_stage_script_job_mode_sharded_data(tmp_path):
         assert f"training on {exp}/egs.{j}/egs.1.ark" in (exp / "log" / f"train_sub.1.{j}.log").read_text()
         assert "Overall accuracy for 'output'" in (exp / "log" / f"compute_prob_valid_sub.final.{j}.log").read_text()
     assert re.search(r"--max-jobs-run 1 JOB=1:2 \S+train_sub\.0\.JOB\.log nnet-train-one-job", r.stdout + r.stderr)
-    assert sorted(p.name for p in (exp / "sub.1").iterdir()) == ["final.mdl"]  # iteration models cleaned up
+    assert sorted(p.name for p in (exp / "sub.1").iterdir()) == ["final.mdl", "manifest.json"]  # iterations cleaned up
     merge_log = (exp / "log" / "merge.log").read_text()
     assert "Merged 2 sub-models (hidden blocks [[8, 8], [8, 8]], output scale 0.5, noise fraction 0.02)" in merge_log
     merged = model_io.load(exp / "merged.mdl")
@@ -248,6 +248,39 @@ def test_stage_script_job_mode_sharded_data(tmp_path):
     # Stage 3 again goes on where the full model left off (here: done); it used to start it over.
     again = [*argv[:2], "--stage", 3, *argv[2:]]
     assert "is complete (final.mdl, accuracy.report); nothing to do" in run(*again, check=True).stdout
+
+
+def test_job_mode_sub_models_go_on_where_they_stopped(tmp_path):
+    """Stage 1 in job mode trained its sub-models from iteration 0 again on every rerun."""
+    write_egs_dir(tmp_path / "egs", num_archives=2, egs_per_archive=100, fpe=1, left=0, right=0)
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    exp = tmp_path / "exp"
+    argv = ["python3", STEP, "--stop-stage", 1, "--sub.num-epochs", 1, "--cleanup", "false",
+            "--trainer.optimization.minibatch-size", 32, tmp_path / "tiny.yaml", tmp_path / "egs", exp]
+    run(*argv, check=True)
+    finals = [model_io.load(exp / f"sub.{j}" / "final.mdl").state_dict() for j in (1, 2)]
+    # 1 epoch of 2 archives: iterations 0 and 1. As if the run stopped during iteration 1, after
+    # sub-model 1's job but before sub-model 2's.
+    (exp / "sub.2" / "2.mdl").unlink()
+    for j in (1, 2):
+        (exp / f"sub.{j}" / "final.mdl").unlink()
+        (exp / "log" / f"train_sub.0.{j}.log").write_text("untouched\n")
+    out = run(*argv[:2], "--stage", 1, *argv[2:], check=True).stdout
+    assert "resuming the sub-models at iteration 1 (every sub.J has 1.mdl)" in out
+    assert "Sub-models iter: 0/" not in out and "Sub-models iter: 1/1" in out
+    assert (exp / "log" / "train_sub.0.1.log").read_text() == "untouched\n"
+    for j, before in zip((1, 2), finals):   # the same seeds and inputs: the same sub-models
+        after = model_io.load(exp / f"sub.{j}" / "final.mdl").state_dict()
+        assert all(torch.equal(before[name], after[name]) for name in before)
+    out = run(*argv[:2], "--stage", 1, *argv[2:], check=True).stdout
+    assert "the sub-models are trained" in out and "Sub-models iter" not in out
+    half = [*argv[2:5], 0.5, *argv[6:]]
+    changed = run(*argv[:2], "--stage", 1, *half)
+    assert changed.returncode == 1 and "sub.1/manifest.json: the sub-models were started with other settings " \
+        "(num-epochs: 1.0 -> 0.5); run with --stage 0 to train them over" in changed.stderr
+    out = run(*argv[:2], *half, check=True).stdout    # stage 0: a new split, trained over
+    assert "Sub-models iter: 0/0" in out and not (exp / "sub.1" / "2.mdl").exists()
+    assert "sub-models start at iteration 0: removed 6 later models of an earlier run" in out   # 1.mdl, 2.mdl, final.mdl each
 
 
 def test_stage_script_driver_mode_runs_a_driver_per_sub_model(tmp_path):

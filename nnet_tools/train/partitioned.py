@@ -13,7 +13,7 @@ import sys
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, make_dirs
-from nnet_tools.train import options, outer, schedule
+from nnet_tools.train import manifest, options, outer, schedule
 from nnet_tools.train.launcher import Launcher
 
 
@@ -110,7 +110,10 @@ class Partitioned:
             print(f"steps/train_partitioned.py: training {k} sub-models ({self.popts.sub_mode} mode, "
                   f"{'in parallel' if self.popts.parallel else 'one after another'}, {self.popts.sub_data} data)",
                   flush=True)
-            (self.submodels_by_job if self.popts.sub_mode == "job" else self.submodels_by_driver)(egs_dir)
+            if self.popts.sub_mode == "job":
+                self.submodels_by_job(egs_dir, fresh=0 in stages)
+            else:
+                self.submodels_by_driver(egs_dir)
         if 2 in stages:
             self.running = 2
             scale = [f"--output-scale={self.popts.output_scale}"] if self.popts.output_scale else []
@@ -126,21 +129,22 @@ class Partitioned:
                 train_stage = -1
             loop.run(train_stage, input_model=os.path.join(dir, "merged.mdl"))
 
-    def submodels_by_job(self, egs_dir):
+    def submodels_by_job(self, egs_dir, fresh):
         """The outer loop's schedule with one job and no averaging, the K sub-models in lockstep
-        as one array submission per iteration (log/train_sub.I.J.log)."""
+        as one array submission per iteration (log/train_sub.I.J.log). Goes on after the newest
+        iteration every sub-model finished, unless ``fresh`` (this run made a new split)."""
         k, opts = self.popts.num_submodels, self.opts
         probe = egs_dir.replace("JOB", "1")
         sub_opts = dataclasses.replace(opts, jobs_initial=1, jobs_final=1, num_epochs=self.popts.sub_epochs,
                                        initial_lrate=self.popts.sub_initial_lrate, final_lrate=self.popts.sub_final_lrate)
-        plan = schedule.plan(sub_opts.num_epochs, read_info(probe, "num_archives"), read_info(probe, "frames_per_eg"),
-                             1, 1, sub_opts.initial_lrate, sub_opts.final_lrate)
+        num_archives, frames_per_eg = (read_info(probe, name) for name in ("num_archives", "frames_per_eg"))
+        plan = schedule.plan(sub_opts.num_epochs, num_archives, frames_per_eg, 1, 1,
+                             sub_opts.initial_lrate, sub_opts.final_lrate)
         if not plan:
             raise NnetError(f"--sub.num-epochs {sub_opts.num_epochs} gives no iteration on {probe}")
         sub = os.path.join(self.dir, "sub.JOB")
-        for j in range(1, k + 1):
-            os.makedirs(os.path.join(self.dir, f"sub.{j}"), exist_ok=True)
-        for it, _, lrate, processed in plan:
+        start = self.submodels_start(sub_opts, egs_dir, num_archives, frames_per_eg, len(plan), fresh)
+        for it, _, lrate, processed in plan[start:]:
             model_in = os.path.join(self.dir, "split", "sub.JOB.mdl") if it == 0 else os.path.join(sub, f"{it}.mdl")
             print(f"Sub-models iter: {it}/{len(plan) - 1}   lr: {lrate:.6f}", flush=True)
             command = outer.job_command(sub_opts, it, 1, lrate, processed, model_in, egs_dir,
@@ -152,6 +156,8 @@ class Partitioned:
                     os.remove(os.path.join(self.dir, f"sub.{j}", f"{it}.mdl"))
         for j in range(1, k + 1):
             last, final = (os.path.join(self.dir, f"sub.{j}", name) for name in (f"{len(plan)}.mdl", "final.mdl"))
+            if not os.path.exists(last):   # renamed by the run that stopped in this loop
+                continue
             if opts.cleanup:
                 os.replace(last, final)
             else:
@@ -159,6 +165,45 @@ class Partitioned:
                     shutil.copyfile(last, tmp)
         self.launcher.run("compute_prob_valid_sub.final.JOB.log", [
             "nnet-compute-prob", os.path.join(sub, "final.mdl"), os.path.join(egs_dir, "valid_diagnostic.egs")], jobs=k)
+
+    def submodels_start(self, sub_opts, egs_dir, num_archives, frames_per_eg, num_iters, fresh):
+        """The iteration job-mode sub-models start at: after the newest one every sub-model has a
+        model for (sub.J/I.mdl; the last as final.mdl), once each sub.J/manifest.json shows the same
+        settings. Anything of an earlier run after that point is removed."""
+        k = self.popts.num_submodels
+        subs = [os.path.join(self.dir, f"sub.{j}") for j in range(1, k + 1)]
+        wanted = [manifest.describe(sub_opts, egs_dir.replace("JOB", str(j)), num_archives, frames_per_eg,
+                                    input_model=os.path.join(self.dir, "split", f"sub.{j}.mdl")) for j in range(1, k + 1)]
+        start = 0
+        if not fresh and all(manifest.read(d) for d in subs):
+            for d, new in zip(subs, wanted):
+                diffs = manifest.differences(manifest.read(d), new)
+                if diffs:
+                    raise NnetError(f"{d}/{manifest.NAME}: the sub-models were started with other settings "
+                                    f"({'; '.join(diffs)}); run with --stage 0 to train them over")
+
+            def made(d, it):
+                return os.path.exists(os.path.join(d, f"{it}.mdl")) or (
+                    it == num_iters and os.path.exists(os.path.join(d, "final.mdl")))
+            start = next((it for it in range(num_iters, 0, -1) if all(made(d, it) for d in subs)), 0)
+        removed = 0
+        for d, new in zip(subs, wanted):
+            os.makedirs(d, exist_ok=True)
+            for name in os.listdir(d):
+                m = outer.MODEL_RE.fullmatch(name)
+                if (m and int(m.group(1)) > start) or (name == "final.mdl" and start < num_iters):
+                    os.remove(os.path.join(d, name))
+                    removed += 1
+            manifest.write(d, new)
+        if removed:
+            print(f"steps/train_partitioned.py: sub-models start at iteration {start}: removed {removed} later "
+                  f"models of an earlier run", flush=True)
+        if start == num_iters:
+            print(f"steps/train_partitioned.py: the sub-models are trained ({subs[0]}/final.mdl, ...)", flush=True)
+        elif start:
+            print(f"steps/train_partitioned.py: resuming the sub-models at iteration {start} "
+                  f"(every sub.J has {start}.mdl)", flush=True)
+        return start
 
     def submodels_by_driver(self, egs_dir):
         """K averaging drivers, run here (one log each), each sending its jobs through --cmd."""
