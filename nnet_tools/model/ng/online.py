@@ -125,13 +125,13 @@ class OnlineNaturalGradient:
             return X, X.new_ones(())
         W = self._ready(X)
         H = torch.mm(X, W.t())                       # H_t = X_t W_t^T      [N, R]
-        norm_x = torch.linalg.vector_norm(X)         # sqrt(tr(X X^T)), before X_hat exists
-        stats = self._stats(H, torch.mm(H.t(), X), norm_x) if self.updating() else None
+        tr_x = _trace(X)                             # tr(X X^T), before X_hat exists
+        stats = self._stats(H, torch.mm(H.t(), X), tr_x) if self.updating() else None
         if inplace:
             X_hat = X.addmm_(H, W, alpha=-1.0)        # X_t - H_t W_t
         else:
             X_hat = torch.addmm(X, H, W, alpha=-1.0, out=self._buffer(X) if reuse else None)
-        gamma = _gamma(norm_x, torch.linalg.vector_norm(X_hat))
+        gamma = _gamma(tr_x, _trace(X_hat))
         if stats is not None:  # after queueing X_hat, so a GPU computes it during the host work
             self._update(N, D, *stats)
         self.t += 1
@@ -156,14 +156,14 @@ class OnlineNaturalGradient:
         W = self._ready(X)
         W_x, w_1 = W[:, :Dx], W[:, Dx]
         H = torch.addmm(w_1, X, W_x.t())             # [X, 1] W^T
-        norm_x = torch.linalg.vector_norm(X).square_().add_(N).sqrt_()  # no host scalar sent to a GPU
+        tr_x = _trace(X).add_(N)                     # tr([X, 1] [X, 1]^T); no host scalar sent to a GPU
         stats = None
         if self.updating():                          # J = H^T [X, 1]
             J = torch.cat([torch.mm(H.t(), X), H.sum(dim=0)[:, None]], dim=1)
-            stats = self._stats(H, J, norm_x)
+            stats = self._stats(H, J, tr_x)
         X_hat = torch.addmm(X, H, W_x, alpha=-1.0, out=self._buffer(X) if reuse else None)
         c_hat = torch.mv(H, w_1).neg_().add_(1.0)
-        gamma = _gamma(norm_x, torch.hypot(torch.linalg.vector_norm(X_hat), torch.linalg.vector_norm(c_hat)))
+        gamma = _gamma(tr_x, _trace(X_hat).add_(_trace(c_hat)))
         if stats is not None:
             self._update(N, Dx + 1, *stats)
         self.t += 1
@@ -201,12 +201,12 @@ class OnlineNaturalGradient:
         self.W = (math.sqrt(e0) * orthonormal_special(R, D)).to(device=X0.device, dtype=X0.dtype)
         self.d = torch.full((R,), self.epsilon, **_CPU64)
         self.rho = torch.tensor(self.epsilon, **_CPU64)
-        norm_x = torch.linalg.vector_norm(X0)
+        tr_x = _trace(X0)
         for _ in range(3 if N > R else 1):
             H = torch.mm(X0, self.W.t())
-            self._update(N, D, *self._stats(H, torch.mm(H.t(), X0), norm_x))
+            self._update(N, D, *self._stats(H, torch.mm(H.t(), X0), tr_x))
 
-    def _stats(self, H, J, norm_x):
+    def _stats(self, H, J, tr_x):
         """From H = X W^T [N, R] and J = H^T X [R, D] (X's dtype): J, and [L = H^T H, K = J J^T,
         tr(X X^T)] packed in float64 on X's device, for _update to fetch in one transfer. K and L
         square the data's condition number (the spread of the scatter's eigenvalues), so forming
@@ -219,7 +219,7 @@ class OnlineNaturalGradient:
         else:
             H64 = H.to(torch.float64)
             LK = torch.cat([torch.mm(H64.t(), H64), torch.mm(J64, J64.t())])
-        return J, torch.cat([LK.reshape(-1), norm_x.to(torch.float64).square().reshape(1)])
+        return J, torch.cat([LK.reshape(-1), tr_x.to(torch.float64).reshape(1)])
 
     def _update(self, N, D, J, packed):
         """One power-method step: W_{t+1}, d_{t+1}, rho_{t+1} from the stats of X_t."""
@@ -304,11 +304,18 @@ class OnlineNaturalGradient:
         return rows.to(device=W1.device, dtype=W1.dtype)
 
 
-def _gamma(norm_x, norm_hat):
-    """Kaldi's scale sqrt(tr(X X^T) / tr(X_hat X_hat^T)) from the two Frobenius norms, a 0-dim
-    tensor (no host sync); X = 0 gives X_hat = 0 and, through the tiny offsets, 1."""
-    tiny = torch.finfo(norm_x.dtype).tiny
-    return (norm_x + tiny) / (norm_hat + tiny)
+def _trace(X):
+    """tr(X X^T), the squared Frobenius norm, as a 0-dim tensor: one BLAS dot over X's elements,
+    2-3x faster here than torch.linalg.vector_norm's reduction, which matters at two per side."""
+    v = X.reshape(-1)
+    return torch.dot(v, v)
+
+
+def _gamma(tr_x, tr_hat):
+    """Kaldi's scale sqrt(tr(X X^T) / tr(X_hat X_hat^T)), a 0-dim tensor (no host sync);
+    X = 0 gives X_hat = 0 and, through the tiny offsets, 1."""
+    tiny = torch.finfo(tr_x.dtype).tiny
+    return ((tr_x + tiny) / (tr_hat + tiny)).sqrt_()
 
 
 @contextlib.contextmanager
