@@ -294,6 +294,21 @@ def test_a_job_that_fails_on_its_archive_stops_the_run_after_its_retries(tmp_pat
     assert not (tmp_path / "exp" / "4.mdl").exists()
 
 
+@pytest.mark.parametrize("training_fault", [
+    "minibatch 3: objective function is nan (non-finite): training diverged",
+    "minibatch 3: natural gradient: the eigendecomposition of the Fisher estimate failed, as its inputs "
+    "or derivatives are not finite (NaN or inf)"])
+def test_a_job_that_diverged_on_its_archive_is_survived_after_other_seeds(tmp_path, egs_info, capsys, training_fault):
+    """Training faults name the archive too; they are the job's, not the egs': retried with other
+    seeds, then survived."""
+    message = f"ERROR (nnet-train-one-job) {egs_info}/egs.2.ark: {training_fault}\n"
+    loop, rec = drive(tmp_path, egs_info, lambda it, j: -1.0,
+                      fails=lambda it, j, attempt: message if (it, j) == (3, 1) else None)
+    assert [a for log, c in rec.commands if log == "train.3.1.log" for a in c if a.startswith("--srand=")] \
+        == ["--srand=1003", "--srand=2003"]
+    assert "iteration 3: 1/3 jobs failed after 2 retries each; using the 2 that succeeded" in capsys.readouterr().err
+
+
 def test_too_few_survivors_stop_the_run(tmp_path, egs_info):
     with pytest.raises(NnetError, match=r"iteration 1: only 0/2 jobs succeeded after 2 retries"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, fails=lambda it, j, attempt: "x\n" if it == 1 else None)

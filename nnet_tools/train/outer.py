@@ -28,7 +28,8 @@ from nnet_tools.train.launcher import LaunchFailed, Launcher
 from nnet_tools.train.minibatch import halve
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
-NONFINITE_RE = re.compile(r"non-?finite", re.I)
+NONFINITE_RE = re.compile(r"non-?finite|not finite", re.I)
+TRAINING_FAULT_RE = re.compile(r": minibatch \d+: |non-?finite|not finite", re.I)  # egs that were read, trained on
 MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J.mdl, N.outer
 SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
@@ -392,7 +393,7 @@ class OuterLoop:
         for line in reversed(read_tail(self.path(f"log/train.{it}.{job}.log")).splitlines()):
             if line.startswith("ERROR ("):
                 message = line.partition(") ")[2]
-                return message if message.startswith(prefix) else None
+                return message if message.startswith(prefix) and not TRAINING_FAULT_RE.search(message) else None
         return None
 
     def job_done(self, it, job):
