@@ -13,6 +13,10 @@ Example:
 import argparse
 import sys
 
+from nnet_tools.cli import interrupt_as_exception, quiet_interrupt_until_ready
+
+quiet_interrupt_until_ready()   # before torch is imported: Ctrl-C there ends the script quietly
+
 from nnet_tools.errors import NnetError
 from nnet_tools.train import options, outer
 
@@ -42,6 +46,7 @@ def main():
     except NnetError as e:
         sys.exit(f"steps/train_dnn.py: {e}")
     try:
+        interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         loop.run(args.stage, args.exit_stage, args.config, args.input_model)
     except outer.Diverged as e:
         sys.exit(f"steps/train_dnn.py: {e}")

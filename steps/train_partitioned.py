@@ -28,6 +28,10 @@ import argparse
 import os
 import sys
 
+from nnet_tools.cli import interrupt_as_exception, quiet_interrupt_until_ready
+
+quiet_interrupt_until_ready()   # before torch is imported: Ctrl-C there ends the script quietly
+
 from nnet_tools.errors import NnetError
 from nnet_tools.train import options, outer
 from nnet_tools.train.options import str2bool
@@ -83,6 +87,7 @@ def main():
     except NnetError as e:
         sys.exit(f"{NAME}: {e}")
     try:
+        interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         part.run(args.stage, args.stop_stage, args.config, args.train_stage)
     except NnetError as e:
         hint = "" if isinstance(e, outer.Diverged) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"

@@ -123,6 +123,25 @@ def test_ctrl_c_stops_the_run_in_one_line_that_says_how_to_resume(setup):
     assert not (exp / "driver.lock").exists()
 
 
+def test_ctrl_c_while_the_driver_starts_ends_it_quietly(setup):
+    """Ctrl-C while Python imports torch (seconds) was a KeyboardInterrupt traceback; now the
+    driver dies of the signal, as a Kaldi script does, before it has started anything."""
+    tmp, _ = setup
+    exp = tmp / "ctrl_c_early"
+
+    def importing_torch(pid):
+        try:
+            return "libtorch" in open(f"/proc/{pid}/maps").read()
+        except OSError:
+            return False
+    p = subprocess.Popen(driver_argv(tmp, exp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_for(lambda: importing_torch(p.pid), timeout=60, what="the driver to import torch")
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert "Traceback" not in err and p.returncode in (-signal.SIGINT, 130), (p.returncode, err)
+
+
 def test_second_driver_on_the_same_dir_is_refused(setup):
     tmp, _ = setup
     exp = tmp / "two"

@@ -3,8 +3,21 @@ import os
 import signal
 import sys
 
-# Run as a program: Ctrl-C while Python is still importing ends it quietly, as it ends a
-# Kaldi binary, instead of printing a KeyboardInterrupt traceback; common.program() turns
-# Ctrl-C back into KeyboardInterrupt once the program's own handling is in place.
-if os.path.basename(sys.argv[0]).startswith("nnet-") and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+def quiet_interrupt_until_ready():
+    """Ctrl-C while Python is still importing (torch takes a second or more) ends the program
+    quietly, as it ends a Kaldi binary, instead of printing a KeyboardInterrupt traceback. An
+    ignored SIGINT (a background job's) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interrupt_as_exception():
+    """Ctrl-C raises KeyboardInterrupt again, once the program's own handling is in place."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Run as a program (nnet-*): common.program() calls interrupt_as_exception().
+if os.path.basename(sys.argv[0]).startswith("nnet-"):
+    quiet_interrupt_until_ready()

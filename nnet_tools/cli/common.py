@@ -7,6 +7,7 @@ import sys
 import click
 
 from nnet_tools import log
+from nnet_tools.cli import interrupt_as_exception
 from nnet_tools.errors import NnetError, not_utf8
 
 # Kaldi programs exit 1 on bad usage too (a missing argument, a malformed option); click says 2.
@@ -33,8 +34,7 @@ def program(name):
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:   # see nnet_tools/cli/__init__.py
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+            interrupt_as_exception()
             if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
                 signal.signal(signal.SIGTERM, _raise_terminated)
             log.setup(name, kwargs.get("verbose", 0) or 0)
