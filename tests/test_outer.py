@@ -347,9 +347,15 @@ def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_pat
     out = capsys.readouterr()
     assert "resuming at iteration 3" in out.out and "not resuming from" in out.err
     assert [name for name, _ in rec.commands if name.startswith("train.")][0] == "train.3.JOB.log"
-    with pytest.raises(NnetError, match=r"manifest.json: this dir was started with other settings "
-                                        r"\(num-epochs: 3 -> 4; srand: 0 -> 5\); run with --stage -1"):
+    with pytest.raises(outer.Refused, match=r"manifest.json: this dir was started with other settings "
+                                           r"\(num-epochs: 3 -> 4; srand: 0 -> 5\); run with --stage -1"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, num_epochs=4, srand=5)
+    # Settings that shape the updates, not only the schedule, mixed two runs: a resume took them.
+    with pytest.raises(outer.Refused, match=r"\(shuffle-buffer-size: 5000 -> 100\)"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, shuffle_buffer_size=100)
+    old = manifest.read(exp)   # a manifest an older version wrote did not record them: not compared
+    manifest.write(exp, {k: v for k, v in old.items() if k != "shuffle-buffer-size"})
+    drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False, shuffle_buffer_size=100)
     drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, num_epochs=4, srand=5)  # starting over is allowed
 
 

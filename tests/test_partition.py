@@ -7,6 +7,7 @@ import yaml
 
 from conftest import REPO, error_line, run, write_egs_dir
 from nnet_tools.model import config, model_io, partition
+from nnet_tools.train import manifest
 from nnet_tools.errors import NnetError
 from nnet_tools.model.nnet import Nnet
 
@@ -237,6 +238,8 @@ def test_stage_script_job_mode_sharded_data(tmp_path):
         assert "Overall accuracy for 'output'" in (exp / "log" / f"compute_prob_valid_sub.final.{j}.log").read_text()
     assert re.search(r"--max-jobs-run 1 JOB=1:2 \S+train_sub\.0\.JOB\.log nnet-train-one-job", r.stdout + r.stderr)
     assert sorted(p.name for p in (exp / "sub.1").iterdir()) == ["final.mdl", "manifest.json"]  # iterations cleaned up
+    # The source egs dir: DIR/egs.J is made again by every run, wherever DIR is (a moved DIR resumes).
+    assert manifest.read(exp / "sub.2")["egs-dir"] == str(tmp_path / "egs")
     merge_log = (exp / "log" / "merge.log").read_text()
     assert "Merged 2 sub-models (hidden blocks [[8, 8], [8, 8]], output scale 0.5, noise fraction 0.02)" in merge_log
     merged = model_io.load(exp / "merged.mdl")
@@ -274,10 +277,25 @@ def test_job_mode_sub_models_go_on_where_they_stopped(tmp_path):
         assert all(torch.equal(before[name], after[name]) for name in before)
     out = run(*argv[:2], "--stage", 1, *argv[2:], check=True).stdout
     assert "the sub-models are trained" in out and "Sub-models iter" not in out
+    assert not (exp / "driver.lock").exists()   # held while stages 0-2 ran
+    # A model that does not load is passed over (it was trusted, and every resume failed on it).
+    for name in ("2.mdl", "final.mdl"):
+        (exp / "sub.1" / name).write_text("half a model")
+    r = run(*argv[:2], "--stage", 1, *argv[2:], check=True)
+    assert f"WARNING: not resuming from {exp}/sub.1/2.mdl" in r.stderr
+    assert "resuming the sub-models at iteration 1" in r.stdout
     half = [*argv[2:5], 0.5, *argv[6:]]
     changed = run(*argv[:2], "--stage", 1, *half)
     assert changed.returncode == 1 and "sub.1/manifest.json: the sub-models were started with other settings " \
         "(num-epochs: 1.0 -> 0.5); run with --stage 0 to train them over" in changed.stderr
+    assert "to resume" not in changed.stderr   # the same command would be refused again
+    (exp / "sub.2" / "manifest.json").unlink()   # it threw away both sub-models' work without a word
+    gone = run(*argv[:2], "--stage", 1, *argv[2:])
+    assert gone.returncode == 1 and "sub.2/manifest.json: missing, so this sub-model's settings are unknown" \
+        in gone.stderr and (exp / "sub.1" / "final.mdl").exists()
+    unsplit = run(*argv[:2], "--stage", 1, *argv[2:-1], tmp_path / "new")
+    assert unsplit.returncode == 1 and "to resume" not in unsplit.stderr
+    assert "split/sub.1.mdl: no such file; the sub-models start from the split (run with --stage 0)" in unsplit.stderr
     out = run(*argv[:2], *half, check=True).stdout    # stage 0: a new split, trained over
     assert "Sub-models iter: 0/0" in out and not (exp / "sub.1" / "2.mdl").exists()
     assert "sub-models start at iteration 0: removed 6 later models of an earlier run" in out   # 1.mdl, 2.mdl, final.mdl each

@@ -14,7 +14,8 @@ from nnet_tools.fileio import write_text
 NAME = "manifest.json"
 SCHEDULE_FIELDS = ("srand", "num_epochs", "jobs_initial", "jobs_final", "jobs_step", "initial_lrate", "final_lrate",
                    "minibatch_size", "momentum", "max_param_change", "outer_method", "proportional_shrink",
-                   "dropout_schedule")
+                   "dropout_schedule", "shuffle_buffer_size", "backstitch_scale", "backstitch_interval",
+                   "add_options", "outer_momentum", "outer_learning_rate", "outer_nesterov")
 
 
 def file_hash(path):
@@ -53,10 +54,10 @@ def write(exp_dir, manifest):
 
 def differences(old, new):
     """'key: old -> new' for every setting that differs; a start of {} (resuming without the
-    config or input model) matches any."""
+    config or input model) matches any, and so does a setting an older manifest did not record."""
     out = []
     for key in sorted(set(old) | set(new)):
-        if key == "start" and not new.get("start"):
+        if (key == "start" and not new.get("start")) or key not in old:
             continue
         if old.get(key) != new.get(key):
             out.append(f"{key}: {old.get(key)} -> {new.get(key)}")

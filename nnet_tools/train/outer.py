@@ -190,7 +190,7 @@ class OuterLoop:
             return -1 if stage is None else stage
         diffs = manifest.differences(old, new)
         if diffs:
-            raise NnetError(f"{self.path(manifest.NAME)}: this dir was started with other settings ("
+            raise Refused(f"{self.path(manifest.NAME)}: this dir was started with other settings ("
                             f"{'; '.join(diffs)}); run with {self.stage_flag} -1 to start it over, or use another --dir")
         if stage is not None:
             return stage
@@ -218,14 +218,8 @@ class OuterLoop:
         if os.path.exists(self.path("final.mdl")) and os.path.exists(self.path("accuracy.report")):
             return self.num_iters + 1
         for it in range(self.num_iters, -1, -1):
-            if os.path.exists(self.mdl(it)) and self.resumable(it):
-                if not os.access(self.mdl(it), os.R_OK):   # not broken, only hidden: not to be trained over
-                    raise NnetError(f"{self.mdl(it)}: cannot resume from it: Permission denied")
-                try:
-                    model_io.read(self.mdl(it))
-                    return it
-                except NnetError as e:
-                    self.warn(f"not resuming from {self.mdl(it)}: {e}")
+            if os.path.exists(self.mdl(it)) and self.resumable(it) and whole_model(self.mdl(it), self.warn):
+                return it
         return -1
 
     def resumable(self, it):
@@ -473,6 +467,25 @@ class OuterLoop:
 
 class Diverged(NnetError):
     """Training went non-finite or far worse; resuming would do the same again."""
+
+
+class Refused(NnetError):
+    """This command cannot go on in this dir (other settings, a missing input): rerunning it as
+    it is would be refused again, so no resume command is offered."""
+
+
+def whole_model(path, warn):
+    """Whether a run may resume from the model at ``path``: a model that does not load is passed
+    over with a warning; one it may not read stops the resume, as it is not broken, only hidden,
+    and is not to be trained over."""
+    if not os.access(path, os.R_OK):
+        raise NnetError(f"{path}: cannot resume from it: Permission denied")
+    try:
+        model_io.read(path)
+        return True
+    except NnetError as e:
+        warn(f"not resuming from {path}: {e}")
+        return False
 
 
 def read_tail(path, size=4096):

@@ -14,6 +14,7 @@ from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, make_dirs
 from nnet_tools.train import manifest, options, outer, schedule
+from nnet_tools.train.exp_lock import ExpLock
 from nnet_tools.train.launcher import Launcher
 
 
@@ -97,8 +98,24 @@ class Partitioned:
     def run(self, stage, stop_stage, config, train_stage=None):
         """train_stage: the full model's outer-loop stage; None goes on where DIR left off, unless this
         call merges a new DIR/merged.mdl, which starts the full model over."""
-        k, dir, stages = self.popts.num_submodels, self.dir, range(stage, stop_stage + 1)
+        stages = range(stage, stop_stage + 1)
         self.running = stage
+        if {0, 1, 2} & set(stages):
+            with ExpLock(self.dir) as lock:   # stage 3's outer loop takes the lock itself
+                self.launcher.tick = lock.beat
+                self.split_train_merge(stages, config)
+                self.launcher.tick = None
+        if 3 in stages:
+            self.running = 3
+            loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, self.dir,
+                                   name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage")
+            if train_stage is None and 2 in stages:
+                train_stage = -1
+            loop.run(train_stage, input_model=os.path.join(self.dir, "merged.mdl"))
+
+    def split_train_merge(self, stages, config):
+        """Stages 0-2: split the config into sub-models, train them, merge them into DIR/merged.mdl."""
+        k, dir = self.popts.num_submodels, self.dir
         if 0 in stages:
             self.running = 0
             self.launcher.run("split.log", ["nnet-split-submodels", f"--srand={self.opts.srand}",
@@ -121,13 +138,6 @@ class Partitioned:
                 "nnet-merge-submodels", "--partition", os.path.join(dir, "split", "partition.yaml"),
                 f"--noise-fraction={self.popts.noise_fraction}", f"--srand={self.opts.srand}", *scale,
                 *[os.path.join(dir, f"sub.{j}", "final.mdl") for j in range(1, k + 1)], os.path.join(dir, "merged.mdl")])
-        if 3 in stages:
-            self.running = 3
-            loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, dir,
-                                   name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage")
-            if train_stage is None and 2 in stages:
-                train_stage = -1
-            loop.run(train_stage, input_model=os.path.join(dir, "merged.mdl"))
 
     def submodels_by_job(self, egs_dir, fresh):
         """The outer loop's schedule with one job and no averaging, the K sub-models in lockstep
@@ -168,24 +178,19 @@ class Partitioned:
 
     def submodels_start(self, sub_opts, egs_dir, num_archives, frames_per_eg, num_iters, fresh):
         """The iteration job-mode sub-models start at: after the newest one every sub-model has a
-        model for (sub.J/I.mdl; the last as final.mdl), once each sub.J/manifest.json shows the same
-        settings. Anything of an earlier run after that point is removed."""
+        whole model for (sub.J/I.mdl; the last as final.mdl), once each sub.J/manifest.json shows
+        the same settings. Anything of an earlier run after that point is removed."""
         k = self.popts.num_submodels
         subs = [os.path.join(self.dir, f"sub.{j}") for j in range(1, k + 1)]
-        wanted = [manifest.describe(sub_opts, egs_dir.replace("JOB", str(j)), num_archives, frames_per_eg,
-                                    input_model=os.path.join(self.dir, "split", f"sub.{j}.mdl")) for j in range(1, k + 1)]
-        start = 0
-        if not fresh and all(manifest.read(d) for d in subs):
-            for d, new in zip(subs, wanted):
-                diffs = manifest.differences(manifest.read(d), new)
-                if diffs:
-                    raise NnetError(f"{d}/{manifest.NAME}: the sub-models were started with other settings "
-                                    f"({'; '.join(diffs)}); run with --stage 0 to train them over")
-
-            def made(d, it):
-                return os.path.exists(os.path.join(d, f"{it}.mdl")) or (
-                    it == num_iters and os.path.exists(os.path.join(d, "final.mdl")))
-            start = next((it for it in range(num_iters, 0, -1) if all(made(d, it) for d in subs)), 0)
+        wanted = []
+        for j in range(1, k + 1):
+            split = os.path.join(self.dir, "split", f"sub.{j}.mdl")
+            if not os.path.exists(split):
+                raise outer.Refused(f"{split}: no such file; the sub-models start from the split (run with --stage 0)")
+            # The source egs dir, not a shard's: DIR/egs.J is made again by every run, wherever DIR now is.
+            wanted.append({**manifest.describe(sub_opts, self.egs_dir, num_archives, frames_per_eg, input_model=split),
+                           "sub-data": self.popts.sub_data})
+        start = 0 if fresh else self._submodels_resume_point(subs, wanted, num_iters)
         removed = 0
         for d, new in zip(subs, wanted):
             os.makedirs(d, exist_ok=True)
@@ -204,6 +209,31 @@ class Partitioned:
             print(f"steps/train_partitioned.py: resuming the sub-models at iteration {start} "
                   f"(every sub.J has {start}.mdl)", flush=True)
         return start
+
+    def _submodels_resume_point(self, subs, wanted, num_iters):
+        old = [manifest.read(d) for d in subs]
+        if not any(old):
+            return 0   # nothing of a run this version made
+        for d, before, new in zip(subs, old, wanted):
+            if before is None:
+                raise outer.Refused(f"{d}/{manifest.NAME}: missing, so this sub-model's settings are unknown; run "
+                                    f"with --stage 0 to train the sub-models over")
+            diffs = manifest.differences(before, new)
+            if diffs:
+                raise outer.Refused(f"{d}/{manifest.NAME}: the sub-models were started with other settings "
+                                    f"({'; '.join(diffs)}); run with --stage 0 to train them over")
+
+        def model(d, it):
+            path = os.path.join(d, f"{it}.mdl")
+            return path if os.path.exists(path) or it < num_iters else os.path.join(d, "final.mdl")
+
+        def warn(text):
+            print(f"steps/train_partitioned.py: WARNING: {text}", file=sys.stderr, flush=True)
+        for it in range(num_iters, 0, -1):
+            paths = [model(d, it) for d in subs]
+            if all(os.path.exists(p) for p in paths) and all([outer.whole_model(p, warn) for p in paths]):
+                return it
+        return 0
 
     def submodels_by_driver(self, egs_dir):
         """K averaging drivers, run here (one log each), each sending its jobs through --cmd."""
