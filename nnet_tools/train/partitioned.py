@@ -211,6 +211,8 @@ class Partitioned:
         return start
 
     def _submodels_resume_point(self, subs, wanted, num_iters):
+        """The newest iteration every sub-model has a model for that loads; 0 in a dir no run of
+        this version trained sub-models in. Other settings, or one manifest missing, are refused."""
         old = [manifest.read(d) for d in subs]
         if not any(old):
             return 0   # nothing of a run this version made
