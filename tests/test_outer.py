@@ -302,8 +302,8 @@ def test_a_job_that_diverged_on_its_archive_is_survived_after_other_seeds(tmp_pa
     """Training faults name the archive too; they are the job's, not the egs': retried with other
     seeds, then survived."""
     message = f"ERROR (nnet-train-one-job) {egs_info}/egs.2.ark: {training_fault}\n"
-    loop, rec = drive(tmp_path, egs_info, lambda it, j: -1.0,
-                      fails=lambda it, j, attempt: message if (it, j) == (3, 1) else None)
+    _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0,
+                   fails=lambda it, j, attempt: message if (it, j) == (3, 1) else None)
     assert [a for log, c in rec.commands if log == "train.3.1.log" for a in c if a.startswith("--srand=")] \
         == ["--srand=1003", "--srand=2003"]
     assert "iteration 3: 1/3 jobs failed after 2 retries each; using the 2 that succeeded" in capsys.readouterr().err

@@ -191,7 +191,7 @@ class OuterLoop:
         diffs = manifest.differences(old, new)
         if diffs:
             raise Refused(f"{self.path(manifest.NAME)}: this dir was started with other settings ("
-                            f"{'; '.join(diffs)}); run with {self.stage_flag} -1 to start it over, or use another --dir")
+                          f"{'; '.join(diffs)}); run with {self.stage_flag} -1 to start it over, or use another --dir")
         if stage is not None:
             return stage
         stage = self.resume_point()
