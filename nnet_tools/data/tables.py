@@ -65,15 +65,28 @@ def _check_rspecifier(rspecifier):
     """Reject what is malformed or names a missing file; return whether it opens a pipe."""
     _, target = _split_specifier(rspecifier, "rspecifier")
     if _is_plain_file(target):
-        path = re.sub(r":\d+$", "", target)  # "ark:foo.ark:1234" starts reading at a byte offset
+        path = _file_of(target)
         if not os.path.isfile(path):
             what = "is a directory" if os.path.isdir(path) else "no such file"
             raise NnetError(f"{rspecifier}: {what} '{path}'")
-        try:
-            open(path, "rb").close()
-        except OSError as e:
-            raise NnetError(f"{rspecifier}: cannot read '{path}': {e.strerror}") from None
+        why = _why_unreadable(path)
+        if why:
+            raise NnetError(f"{rspecifier}: cannot read '{path}': {why}")
     return _is_pipe(target)
+
+
+def _file_of(target):
+    """The file of "foo.ark:1234" (an scp entry, or an rspecifier read from a byte offset)."""
+    return re.sub(r":\d+$", "", target)
+
+
+def _why_unreadable(path):
+    """The OS's reason ``path`` cannot be opened for reading, or None."""
+    try:
+        open(path, "rb").close()
+    except OSError as e:
+        return e.strerror
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,13 +214,8 @@ _FAILED_TO_OPEN = re.compile(r"Failed to open (?:file )?(\S+)$")
 def _with_cause(reason):
     """Kaldi's "Failed to open file X" says neither why nor whether X exists: add the OS's reason."""
     match = _FAILED_TO_OPEN.search(reason)
-    if match and _is_plain_file(match[1]):
-        path = re.sub(r":\d+$", "", match[1])   # an scp entry's "ark:offset"
-        try:
-            open(path, "rb").close()
-        except OSError as e:
-            return f"{reason}: {e.strerror}"
-    return reason
+    why = _why_unreadable(_file_of(match[1])) if match and _is_plain_file(match[1]) else None
+    return f"{reason}: {why}" if why else reason
 
 
 # ---------------------------------------------------------------------------------------------

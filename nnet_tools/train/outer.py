@@ -29,7 +29,7 @@ from nnet_tools.train.minibatch import halve
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
 NONFINITE_RE = re.compile(r"non-?finite|not finite", re.I)
-TRAINING_FAULT_RE = re.compile(r": minibatch \d+: |non-?finite|not finite", re.I)  # egs that were read, trained on
+TRAINING_FAULT_RE = re.compile(r": minibatch \d+: |" + NONFINITE_RE.pattern, re.I)  # egs that were read, trained on
 MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J.mdl, N.outer
 SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
