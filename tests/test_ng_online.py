@@ -221,13 +221,21 @@ def test_all_zero_input_gives_no_nan():
         assert_self_test(pre)
 
 
-def test_traces_stay_accurate_in_float32_on_big_minibatches():
-    """tr(X X^T) (gamma and rho's update use it) was a float32 vector_norm squared: 0.7 % off on an
-    8M-element input of equal values, the worst case for a float32 sum."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_traces_stay_accurate_in_float32_on_big_minibatches(threads):
+    """tr(X X^T) (gamma and rho's update use it) was a float32 vector_norm squared, 0.7 % off on an
+    8M-element input of equal values (the worst case for a float32 sum), then one float32 dot,
+    0.15 % off on one thread. The thread count is set: it changes how MKL splits the sum."""
     from nnet_tools.model.ng.online import _trace
     X = torch.full((4096, 2000), 0.7)
     exact = 4096 * 2000 * 0.7 ** 2
-    assert abs(float(_trace(X)) / exact - 1) < 1e-3
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert abs(float(_trace(X)) / exact - 1) < 1e-3
+        assert _trace(X).dtype == torch.float32 and _trace(X.double()).dtype == torch.float64
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_float32_agrees_with_float64():
