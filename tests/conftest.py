@@ -1,5 +1,8 @@
 """Helpers shared by the program-level tests."""
+import fcntl
+import os
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +21,23 @@ def _logger_state():
     saved = logger.handlers[:], logger.level, logger.propagate
     yield
     logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture(autouse=True)
+def _one_serial_test_at_a_time(request):
+    """The tests run in parallel (pytest-xdist, pyproject's addopts). Those marked cluster or
+    serial use machine-wide state, the engines' few slots or /tmp/nnet-queue.gpu*.lock: an
+    exclusive lock keeps any two of them from running at once, whichever workers hold them."""
+    if not (request.node.get_closest_marker("cluster") or request.node.get_closest_marker("serial")):
+        yield
+        return
+    # Read-only, so another account's lock file serves as well.
+    fd = os.open(f"{tempfile.gettempdir()}/nnet-tools-tests.serial.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def error_line(result):

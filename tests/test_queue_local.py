@@ -125,6 +125,7 @@ def test_task_keeps_the_launchers_lowered_priority(tmp_path):
         assert body[1].endswith(" nice 7"), body
 
 
+@pytest.mark.serial   # the GPU locks are machine-wide: a cluster test holds gpu7's
 def test_gpu_tasks_get_distinct_devices(tmp_path):
     # Two visible GPUs, one per task: at most two tasks run, never sharing a device.
     (tmp_path / "run").mkdir()
