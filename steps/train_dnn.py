@@ -48,7 +48,7 @@ def main():
     try:
         interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         loop.run(args.stage, args.exit_stage, args.config, args.input_model)
-    except (outer.Diverged, outer.Refused) as e:
+    except outer.NoResume as e:
         sys.exit(f"steps/train_dnn.py: {e}")
     except NnetError as e:
         sys.exit(f"steps/train_dnn.py: {e}\nsteps/train_dnn.py: to resume once the cause is fixed: "

@@ -90,8 +90,7 @@ def main():
         interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         part.run(args.stage, args.stop_stage, args.config, args.train_stage)
     except NnetError as e:
-        again = not isinstance(e, (outer.Diverged, outer.Refused))   # else the same command would fail the same way
-        hint = f"\n{NAME}: to resume once the cause is fixed: {resume(part)}" if again else ""
+        hint = "" if isinstance(e, outer.NoResume) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"
         sys.exit(f"{NAME}: {e}{hint}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
         print(f"{NAME}: interrupted\n{NAME}: to resume: {resume(part)}", file=sys.stderr, flush=True)

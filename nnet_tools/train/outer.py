@@ -465,13 +465,16 @@ class OuterLoop:
                 os.remove(self.mdl(i))
 
 
-class Diverged(NnetError):
+class NoResume(NnetError):
+    """Rerunning the same command would fail the same way, so the drivers offer no resume command."""
+
+
+class Diverged(NoResume):
     """Training went non-finite or far worse; resuming would do the same again."""
 
 
-class Refused(NnetError):
-    """This command cannot go on in this dir (other settings, a missing input): rerunning it as
-    it is would be refused again, so no resume command is offered."""
+class Refused(NoResume):
+    """This command cannot go on in this dir (other settings, a missing input)."""
 
 
 def whole_model(path, warn):

@@ -229,13 +229,15 @@ class Partitioned:
             path = os.path.join(d, f"{it}.mdl")
             return path if os.path.exists(path) or it < num_iters else os.path.join(d, "final.mdl")
 
-        def warn(text):
-            print(f"steps/train_partitioned.py: WARNING: {text}", file=sys.stderr, flush=True)
         for it in range(num_iters, 0, -1):
             paths = [model(d, it) for d in subs]
-            if all(os.path.exists(p) for p in paths) and all([outer.whole_model(p, warn) for p in paths]):
+            # A list, not a generator: every model that does not load gets its warning.
+            if all(os.path.exists(p) for p in paths) and all([outer.whole_model(p, self.warn) for p in paths]):
                 return it
         return 0
+
+    def warn(self, text):
+        print(f"steps/train_partitioned.py: WARNING: {text}", file=sys.stderr, flush=True)
 
     def submodels_by_driver(self, egs_dir):
         """K averaging drivers, run here (one log each), each sending its jobs through --cmd."""
