@@ -124,16 +124,18 @@ def atomic_path(path):
     """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
 
     A symbolic link is written through (its target is replaced, the link kept). A device or
-    FIFO (``ark:/dev/null``, a named pipe) cannot be replaced: it is written in place."""
+    FIFO (``ark:/dev/null``, a named pipe) cannot be replaced: it is written in place, and so is
+    whatever ``/dev/stdout`` or ``/dev/fd/N`` (``>(cmd)``) stands for, even a regular file: the
+    shell that opened it keeps writing there."""
     path = os.fspath(path)
-    if os.path.islink(path):
-        path = os.path.realpath(path)
     if os.path.isdir(path):  # checked before anything is written: a file cannot replace it
         raise NnetError(f"{path}: cannot write: is a directory")
-    if os.path.exists(path) and not os.path.isfile(path):
+    if os.path.exists(path) and (not os.path.isfile(path) or _is_open_descriptor(path)):
         with writing(path):
             yield path
         return
+    if os.path.islink(path):
+        path = os.path.realpath(path)
     if os.path.exists(path) and not os.access(path, os.W_OK):   # as Kaldi, which writes in place, and the shell
         raise NnetError(f"{path}: cannot write: the file is read-only (Permission denied)")
     directory = os.path.dirname(os.path.abspath(path))
@@ -156,6 +158,13 @@ def atomic_path(path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _is_open_descriptor(path):
+    """Whether ``path`` names one of this process's open files (/dev/stdout, /dev/fd/N)."""
+    path = os.path.abspath(path)
+    return path in ("/dev/stdout", "/dev/stderr") or path.startswith(
+        ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/"))
 
 
 def check_writable(directory, output=None):

@@ -1,6 +1,7 @@
 """CMVN (Kaldi's compute-cmvn-stats / apply-cmvn) against a numpy restatement, on Kaldi-written
 features. The shared Kaldi arks hold no CMVN statistics, so the statistics here are ours; their
 layout is checked entry by entry against Kaldi's ([2, D+1], count last in row 0, 0 last in row 1)."""
+import os
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,13 @@ def test_per_utterance_and_global_stats(data_dir, tmp_path):
     with tables.DoubleMatrixWriter(f"ark:{tmp_path}/g.ark") as w:
         w.write("global", total)
     _kaldi_matrix_file(tmp_path / "g.mat", total)
+    # compute-cmvn-stats writes that file itself when its output is a file name, not a table.
+    run("nnet-compute-cmvn-stats", f"scp:{d}/feats.scp", tmp_path / "g2.mat", check=True)
+    assert (tmp_path / "g2.mat").read_bytes()[:15] == (tmp_path / "g.mat").read_bytes()[:15]  # header, sizes
+    np.testing.assert_allclose(tables.read_double_matrix(str(tmp_path / "g2.mat")),
+                               cmvn.accumulate(cmvn.compute_cmvn_stats(x) for x in feats.values()), rtol=1e-12)
+    assert "did you forget ark:?" in error_line(
+        run("nnet-compute-cmvn-stats", f"--spk2utt={d}/spk2utt", f"scp:{d}/feats.scp", tmp_path / "g3.mat"))
     run("nnet-apply-cmvn", "--norm-vars=true", tmp_path / "g.mat", f"scp:{d}/feats.scp", f"ark:{tmp_path}/g.out", check=True)
     allf = np.concatenate([x for _, x in tables.read_matrices(f"ark:{tmp_path}/g.out")])
     np.testing.assert_allclose(allf.mean(0), 0, atol=1e-4)
@@ -181,6 +189,21 @@ def test_bad_input_is_one_line(data_dir, tmp_path):
     with pytest.raises(NnetError, match="no cmvn.scp"):
         cmvn.CmvnApplier.from_data_dir(d)
     assert not (tmp_path / "o.ark").exists()
+
+
+def test_features_that_cannot_be_summed_name_their_key(tmp_path):
+    """Kaldi asserts on these; a dimension that changes within a speaker or over the whole
+    input, and an empty matrix, are one line naming the table and the key."""
+    (tmp_path / "f.ark").write_text("u1 [ 1 2 3 ]\nu2 [ 1 2 ]\nu3 [ ]\n")
+    (tmp_path / "spk2utt").write_text("s1 u1 u2\n")
+    ark = f"ark,t:{tmp_path}/f.ark"
+    assert error_line(run("nnet-compute-cmvn-stats", f"--spk2utt={tmp_path}/spk2utt", ark, f"ark:{tmp_path}/o.ark")
+                      ).endswith(f"{ark}: key 'u2': dimension 2 differs from the 3 of speaker 's1''s utterances before it")
+    assert error_line(run("nnet-compute-cmvn-stats", ark, tmp_path / "g.mat")).endswith(
+        f"{ark}: key 'u2': dimension 2 differs from the 3 of the utterances before it")
+    assert f"{ark}: key 'u3': CMVN statistics need a [frames, dim] matrix" in error_line(
+        run("nnet-compute-cmvn-stats", ark, f"ark:{tmp_path}/o.ark"))
+    assert sorted(os.listdir(tmp_path)) == ["f.ark", "spk2utt"]
 
 
 def test_cmvn_opts_strings():

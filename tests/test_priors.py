@@ -46,6 +46,9 @@ def test_sum_pdf_counts_program_text_and_binary(targets, tmp_path):
     run("nnet-sum-pdf-counts", "--binary=true", "--normalize=false", targets, tmp_path / "c.vec", check=True)
     assert (tmp_path / "c.vec").read_bytes()[:5] == b"\0BFV "
     np.testing.assert_array_equal(tables.read_vector(str(tmp_path / "c.vec")), [1, 0, 3, 1])
+    # Kaldi's single-object writer crashed the process (SIGSEGV) on a failed write.
+    full = run("nnet-sum-pdf-counts", targets, "/dev/full")
+    assert full.returncode == 1 and error_line(full).endswith("No space left on device: /dev/full")
 
 
 def test_vector_files_round_trip(tmp_path):

@@ -328,18 +328,58 @@ def test_failing_pipe_is_an_error(tmp_path, capfd):
     assert "missing.gz" in err and KALDI_NOISE not in err  # gunzip's own complaint still shows
 
 
+# A program that copies table argv[1] to argv[2], scaling the values by argv[3].
+COPY = ("import sys; from nnet_tools.data.tables import MatrixWriter, read_matrices\n"
+        "with MatrixWriter(sys.argv[2]) as w:\n"
+        "    for key, value in read_matrices(sys.argv[1]):\n"
+        "        w.write(key, value * float(sys.argv[3]))\n")
+
+
 def test_stdin_to_stdout_copy(tmp_path):
     mats = some_matrices()
     with MatrixWriter(f"ark:{tmp_path}/in.ark") as w:
         for key, value in mats.items():
             w.write(key, value)
-    copy = ("from nnet_tools.data.tables import MatrixWriter, read_matrices\n"
-            "with MatrixWriter('ark:-') as w:\n"
-            "    for key, value in read_matrices('ark:-'):\n"
-            "        w.write(key, value * 2)\n")
     with open(tmp_path / "in.ark", "rb") as stdin, open(tmp_path / "out.ark", "wb") as stdout:
-        subprocess.run([sys.executable, "-c", copy], stdin=stdin, stdout=stdout, check=True)
+        subprocess.run([sys.executable, "-c", COPY, "ark:-", "ark:-", "2"], stdin=stdin, stdout=stdout, check=True)
     assert_same_tables(dict(read_matrices(f"ark:{tmp_path}/out.ark")), {k: v * 2 for k, v in mats.items()})
+
+
+def test_fifos_and_the_standard_streams_by_name(tmp_path):
+    """/dev/stdin, <(cmd), a named pipe: Kaldi opens them as any file. /dev/stdout into a pipe
+    (and >(cmd)) is written in place: it was once resolved to a /proc path that is no file."""
+    with MatrixWriter(f"ark:{tmp_path}/in.ark") as w:
+        for key, value in some_matrices().items():
+            w.write(key, value)
+    os.mkfifo(tmp_path / "fifo")
+    copy = f'{sys.executable} -c "$COPY"'
+    for shell, out in [(f"cat in.ark > fifo & {copy} ark:fifo ark:/dev/stdout 1 | {copy} ark:/dev/stdin ark:out.ark 1",
+                        "out.ark"),
+                       (f"{copy} ark:<(cat in.ark) ark:>(cat > sub.ark) 1; wait $!", "sub.ark")]:
+        subprocess.run(["bash", "-c", shell], cwd=tmp_path, env=dict(os.environ, COPY=COPY), check=True)
+        assert (tmp_path / out).read_bytes() == (tmp_path / "in.ark").read_bytes()
+
+
+def test_a_pipe_whose_first_entry_is_bad_is_one_line(tmp_path, capfd):
+    """Opening reads the first entry. For a pipe that once ran with Kaldi's multi-line
+    messages going to the terminal; the command's own stderr still does."""
+    with MatrixWriter(f"ark:| gzip -c > {tmp_path}/m.ark.gz") as w:
+        w.write("utt", np.ones((2, 2)))
+    with pytest.raises(NnetError) as excinfo:   # gunzip forgotten
+        list(read_matrices(f"ark:cat {tmp_path}/m.ark.gz; echo said >&2 |"))
+    one_line_error(excinfo, "Invalid archive file format")
+    err = capfd.readouterr().err
+    assert KALDI_NOISE not in err and "said" in err
+
+
+def test_writers_refuse_names_kaldi_refuses(tmp_path):
+    for spec, part in [(f"ark: {tmp_path}/m.ark", "begins or ends with a space"),
+                       (f"ark,scp:{tmp_path}/m.ark, {tmp_path}/m.scp", "begins or ends with a space"),
+                       (f"ark:{tmp_path}/m.ark:12", "byte offset")]:
+        with pytest.raises(NnetError) as excinfo:
+            MatrixWriter(spec)
+        one_line_error(excinfo, spec, part)
+    assert os.listdir(tmp_path) == []
 
 
 # --- read errors: one line naming the table, the key and the problem, and no C++ noise ------
@@ -391,6 +431,32 @@ def test_missing_key(tmp_path, capfd):
                 table["utt2"]
             one_line_error(excinfo, spec, "'utt2'", "not found")
     assert capfd.readouterr().err == ""
+
+
+def test_permissive_random_access_skips_what_does_not_load(tmp_path, capfd):
+    """'p': an scp entry that does not load, or an archive cut short, is a missing key, as in
+    Kaldi; without it, an error. A warning about a value read all the same is no failure."""
+    with MatrixWriter(f"ark,scp:{tmp_path}/m.ark,{tmp_path}/m.scp") as w:
+        w.write("utt1", np.ones((2, 2)))
+        w.write("utt2", np.ones((300, 300)))
+    scp = tmp_path / "m.scp"
+    scp.write_text(scp.read_text() + f"utt3 {tmp_path}/gone.ark:5\n")
+    (tmp_path / "cut.ark").write_bytes((tmp_path / "m.ark").read_bytes()[:-10])
+    for spec, missing in [(f"scp,p:{scp}", "utt3"), (f"ark,p:{tmp_path}/cut.ark", "utt2")]:
+        with RandomAccessMatrices(spec) as table:
+            assert "utt1" in table and missing not in table
+    with RandomAccessMatrices(f"scp:{scp}") as table:
+        with pytest.raises(NnetError) as excinfo:
+            table["utt3"]
+        one_line_error(excinfo, "gone.ark")
+    with RandomAccessMatrices(f"ark:{tmp_path}/cut.ark") as table:
+        with pytest.raises(NnetError) as excinfo:
+            "utt2" in table
+        one_line_error(excinfo, "cut.ark", "Failed to read matrix")
+    (tmp_path / "inf.ark").write_text("u1 [ 1 2 ]\nu2 [ 3 inf ]\n")
+    with RandomAccessMatrices(f"ark:{tmp_path}/inf.ark") as table:
+        assert "u9" not in table
+    assert KALDI_NOISE not in capfd.readouterr().err
 
 
 def test_corrupt_and_mistyped_data(tmp_path, capfd):

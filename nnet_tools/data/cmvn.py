@@ -21,11 +21,12 @@ class MissingStats(NnetError):
     """No statistics (or no speaker) for an utterance: apply-cmvn skips it, get_egs fails."""
 
 
-def compute_cmvn_stats(feats, weights=None):
-    """[T, D] features (optionally weighted per frame) -> [2, D+1] float64 statistics."""
+def compute_cmvn_stats(feats, weights=None, where="CMVN"):
+    """[T, D] features (optionally weighted per frame) -> [2, D+1] float64 statistics.
+    ``where`` names the features in errors (e.g. "feats.scp: key 'utt1'")."""
     feats = np.asarray(feats, dtype=np.float32)
     if feats.ndim != 2 or feats.shape[1] == 0:
-        raise NnetError(f"CMVN statistics need a [frames, dim] matrix, got shape {feats.shape}")
+        raise NnetError(f"{where}: CMVN statistics need a [frames, dim] matrix, got shape {feats.shape}")
     w = np.ones(len(feats), np.float32) if weights is None else np.asarray(weights, np.float32)
     stats = np.zeros((2, feats.shape[1] + 1))
     # Kaldi multiplies in float and adds into double; so do we.
@@ -157,7 +158,8 @@ def applier_for(cmvn=None, utt2spk=None, cmvn_opts=""):
     return CmvnApplier(cmvn, utt2spk, *parse_cmvn_opts(cmvn_opts))
 
 
-def _is_rspecifier(name):
+def is_table(name):
+    """Whether ``name`` is an rspecifier or wspecifier (ark:..., scp:...), not a file name."""
     options = name.partition(":")[0]
     return ":" in name and any(o.strip() in ("ark", "scp") for o in options.split(","))
 
@@ -179,7 +181,7 @@ class CmvnApplier:
         self.name, self.norm_means, self.norm_vars = cmvn, norm_means, norm_vars
         self.utt2spk_path = utt2spk
         self._utt2spk = None if utt2spk is None else read_utt2spk(utt2spk)
-        if _is_rspecifier(cmvn):
+        if is_table(cmvn):
             self._global, self._table = None, tables.RandomAccessDoubleMatrices(cmvn)
         else:
             self._global, self._table = tables.read_double_matrix(cmvn), None
@@ -234,9 +236,7 @@ def speaker_stats(feats_rspecifier, spk2utt=None, counts=None):
     counts = {} if counts is None else counts
     counts.update(done=0, errors=0)
     if spk2utt is None:
-        for utt, feats in tables.read_matrices(feats_rspecifier):
-            yield utt, compute_cmvn_stats(feats)
-            counts["done"] += 1
+        yield from _utterance_stats(feats_rspecifier, counts)
         return
     with tables.RandomAccessMatrices(feats_rspecifier) as feats:
         for spk, utts in read_spk2utt(spk2utt).items():
@@ -246,9 +246,37 @@ def speaker_stats(feats_rspecifier, spk2utt=None, counts=None):
                     logger.warning(f"{feats_rspecifier}: did not find features for utterance '{utt}'")
                     counts["errors"] += 1
                     continue
-                found.append(compute_cmvn_stats(feats[utt]))
+                found.append((utt, compute_cmvn_stats(feats[utt], where=f"{feats_rspecifier}: key '{utt}'")))
                 counts["done"] += 1
             if found:
-                yield spk, accumulate(found)
+                yield spk, _summed(found, feats_rspecifier, f"speaker '{spk}''s utterances")
             else:
                 logger.warning(f"{spk2utt}: no stats accumulated for speaker '{spk}'")
+
+
+def global_stats(feats_rspecifier, counts=None):
+    """compute-cmvn-stats with a file, not a table, as output: one [2, D+1] matrix over every
+    utterance (None if there is none). ``counts`` as in speaker_stats."""
+    counts = {} if counts is None else counts
+    counts.update(done=0, errors=0)
+    return _summed(_utterance_stats(feats_rspecifier, counts), feats_rspecifier, "the utterances")
+
+
+def _utterance_stats(feats_rspecifier, counts):
+    for utt, feats in tables.read_matrices(feats_rspecifier):
+        yield utt, compute_cmvn_stats(feats, where=f"{feats_rspecifier}: key '{utt}'")
+        counts["done"] += 1
+
+
+def _summed(named_stats, feats_rspecifier, whose):
+    """The sum of (utterance, statistics) pairs; a dimension that changes is one line (Kaldi asserts)."""
+    total = None
+    for utt, stats in named_stats:
+        if total is None:
+            total = stats.copy()
+        elif stats.shape != total.shape:
+            raise NnetError(f"{feats_rspecifier}: key '{utt}': dimension {stats.shape[1] - 1} differs "
+                            f"from the {total.shape[1] - 1} of {whose} before it")
+        else:
+            total += stats
+    return total

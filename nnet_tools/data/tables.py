@@ -9,12 +9,15 @@ close() returns False), numpy copies that outlive the next read, and atomic writ
 Kaldi's C++ prints each warning as a multi-line message with a function signature on
 stderr. Every call into it therefore runs with file descriptor 2 sent to a scratch file;
 Kaldi's messages become the reason in the NnetError (or a one-line log warning) and anything
-else written there (a pipe command's own complaints) is passed on to stderr. Opening a pipe
-rspecifier is not captured: the command inherits stderr at that moment and keeps it.
+else written there (a pipe command's own complaints) is passed on to stderr. A command that a
+table starts (``ark:gunzip -c x.gz |``) inherits the file it was opened with for its whole
+life: it gets one of its own (_CommandStderr), read on after every call into that table.
 Readers and writers are meant for one thread at a time, as Kaldi's are.
 """
 import contextlib
 import dataclasses
+import errno
+import fcntl
 import os
 import re
 import signal
@@ -35,7 +38,7 @@ from nnet_tools.log import logger
 __all__ = ["read_matrices", "read_double_matrices", "read_vectors", "read_int_vectors",
            "RandomAccessMatrices", "RandomAccessDoubleMatrices", "RandomAccessIntVectors",
            "MatrixWriter", "DoubleMatrixWriter", "IntVectorWriter", "read_vector", "write_vector",
-           "read_double_matrix"]
+           "read_double_matrix", "write_double_matrix"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,14 +68,22 @@ def _check_rspecifier(rspecifier):
     """Reject what is malformed or names a missing file; return whether it opens a pipe."""
     _, target = _split_specifier(rspecifier, "rspecifier")
     if _is_plain_file(target):
-        path = _file_of(target)
-        if not os.path.isfile(path):
-            what = "is a directory" if os.path.isdir(path) else "no such file"
-            raise NnetError(f"{rspecifier}: {what} '{path}'")
-        why = _why_unreadable(path)
-        if why:
-            raise NnetError(f"{rspecifier}: cannot read '{path}': {why}")
+        _check_input_file(rspecifier, _file_of(target))
     return _is_pipe(target)
+
+
+def _check_input_file(name, path):
+    """A missing, directory or unreadable input ``path`` is one line naming ``name``. Devices
+    and FIFOs (``/dev/stdin``, ``<(cmd)``, a named pipe) are read as Kaldi reads them; opening
+    one only to check it would take data, or the writer, from the real read."""
+    if not os.path.exists(path):
+        raise NnetError(f"{name}: no such file '{path}'")
+    if os.path.isdir(path):
+        raise NnetError(f"{name}: is a directory '{path}'")
+    why = _why_unreadable(path) if os.path.isfile(path) else (
+        None if os.access(path, os.R_OK) else os.strerror(errno.EACCES))
+    if why:
+        raise NnetError(f"{name}: cannot read '{path}': {why}")
 
 
 def _file_of(target):
@@ -106,23 +117,48 @@ def _scratch_file():
 
 
 @contextlib.contextmanager
-def stderr_captured(written):
-    """Send fd 2 to the scratch file; append what was written there to ``written``."""
+def stderr_captured(written, command=None):
+    """Send fd 2 to the scratch file (or ``command``'s file, for a call that starts a command);
+    append what was written there to ``written``."""
     with _fd2_lock:
         scratch = _scratch_file()
         sys.stderr.flush()
         saved = os.dup(2)
-        os.dup2(scratch.fileno(), 2)
+        os.dup2(scratch.fileno() if command is None else command.fd, 2)
         try:
             yield
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-            if os.fstat(scratch.fileno()).st_size:
+            if command is not None:
+                written.append(command.take())
+            elif os.fstat(scratch.fileno()).st_size:
                 scratch.seek(0)
                 written.append(scratch.read().decode("utf-8", "backslashreplace"))
                 scratch.seek(0)
                 scratch.truncate()
+
+
+class _CommandStderr:
+    """Where a command started by a table writes its stderr: an unlinked file in append mode,
+    so that the command writes at its end whatever offset we read from. ``take`` returns the
+    whole lines written since it was last called."""
+
+    def __init__(self):
+        fd, path = tempfile.mkstemp(prefix="nnet-tools-stderr.")
+        os.unlink(path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+        self.fd, self.offset = fd, 0
+
+    def take(self, everything=False):
+        data = os.pread(self.fd, os.fstat(self.fd).st_size - self.offset, self.offset)
+        if not everything:  # a line the command is still writing waits for the next call
+            data = data[:data.rfind(b"\n") + 1]
+        self.offset += len(data)
+        return data.decode("utf-8", "backslashreplace")
+
+    def close(self):
+        os.close(self.fd)
 
 
 def _kaldi_messages(text):
@@ -165,20 +201,28 @@ class _Kaldi:
     def __init__(self, name):
         self.name = name
         self.pending = []
+        self._command = None  # the _CommandStderr of a command this table started
 
-    def __call__(self, fn, key=None, capture=True):
-        """Call ``fn``; ``capture=False`` where it starts a command, which keeps our stderr."""
+    def __call__(self, fn, key=None, starts_command=False):
+        """Call ``fn``; ``starts_command`` where it starts a pipe's command."""
         error, written = None, []
-        with stderr_captured(written) if capture else _children_die_on_sigpipe():
+        if starts_command:
+            self._command = _CommandStderr()
+        with stderr_captured(written, self._command if starts_command else None), \
+                _children_die_on_sigpipe() if starts_command else contextlib.nullcontext():
             try:
                 result = fn()
             except RuntimeError as e:
                 error = e
+        if self._command is not None and not starts_command:
+            written.append(self._command.take())
         messages, other = _kaldi_messages("".join(written))
         if other:
             print("\n".join(other), file=sys.stderr, flush=True)
         self.pending += messages
         if error is not None:
+            if starts_command:  # there is no table to close
+                self.command_ended()
             # The exception holds the outermost message; the captured ones say why.
             self.pending += [("X", m) for _, m in _kaldi_messages(str(error))[0]]
             raise self.error(key) from None
@@ -201,13 +245,32 @@ class _Kaldi:
                 logger.warning(f"{self.name}: {message}")
         self.pending = []
 
+    def close(self, impl):
+        """Close ``impl``; returns its close()'s answer (False: Kaldi found an error)."""
+        try:
+            return self(impl.close)
+        finally:
+            self.command_ended()
+
     def close_quietly(self, impl):
         """Close after a failure or an early stop: a pipe cut short complains, rightly ignored."""
         with contextlib.suppress(RuntimeError), stderr_captured([]):
             impl.close()
         self.pending = []
+        self.command_ended()
+
+    def command_ended(self):
+        """Pass on the last words of the command this table started, and release its file."""
+        if self._command is not None:
+            other = _kaldi_messages(self._command.take(everything=True))[1]
+            if other:
+                print("\n".join(other), file=sys.stderr, flush=True)
+            self._command.close()
+            self._command = None
 
 
+# Kaldi's warnings about a value it read all the same ("inf" in a text matrix): no read failed.
+_VALUE_NOTE = re.compile(r"Reading (infinite|NaN) value into (matrix|vector)")
 _FAILED_TO_OPEN = re.compile(r"Failed to open (?:file )?(\S+)$")
 
 
@@ -275,7 +338,7 @@ def _entries(rspecifier, value_type, is_pipe):
     # which aborts the process.
     kaldi = _Kaldi(rspecifier)
     # Opening reads the first entry, so a wrong type or a corrupt start fails here.
-    impl = kaldi(lambda: value_type.sequential(rspecifier), capture=not is_pipe)
+    impl = kaldi(lambda: value_type.sequential(rspecifier), starts_command=is_pipe)
 
     def value_then_next():
         value = value_type.to_numpy(impl.value)  # an scp entry is loaded (and can fail) here
@@ -297,7 +360,7 @@ def _entries(rspecifier, value_type, is_pipe):
         if not finished:
             kaldi.close_quietly(impl)
     # An archive that stops mid-entry, or a pipe that fails, only shows here.
-    if not kaldi(impl.close):
+    if not kaldi.close(impl):
         raise kaldi.error(after=key, default="read error")
     kaldi.log_pending()
 
@@ -333,15 +396,20 @@ class _RandomAccess:
     def __init__(self, rspecifier):
         is_pipe = _check_rspecifier(rspecifier)
         self._kaldi = _Kaldi(rspecifier)
-        self._impl = self._kaldi(lambda: self._type.random_access(rspecifier), capture=not is_pipe)
+        self._permissive = "p" in (o.strip() for o in rspecifier.partition(":")[0].split(","))
+        self._impl = self._kaldi(lambda: self._type.random_access(rspecifier), starts_command=is_pipe)
 
     def __contains__(self, key):
         self._kaldi.log_pending()  # an earlier lookup's, so that only this one's count below
         found = self._kaldi(lambda: key in self._impl, key=key)
-        # Kaldi only warns when an archive it scans for the key is cut short or corrupt: the key
-        # may well be in the part it could not read.
-        if not found and any(level in "WE" for level, _ in self._kaldi.pending):
-            raise self._kaldi.error(default="read error")
+        # Kaldi only warns when an archive it scans for the key is cut short or corrupt, or an
+        # scp entry does not load: the key may well be in what it could not read. That is an
+        # error, unless the rspecifier says 'p' (permissive): then, as in Kaldi, the key is
+        # just not there.
+        if not found and any(level in "WE" and not _VALUE_NOTE.match(m) for level, m in self._kaldi.pending):
+            if not self._permissive:
+                raise self._kaldi.error(default="read error")
+            self._kaldi.log_pending()
         return found
 
     def __getitem__(self, key):
@@ -384,6 +452,15 @@ class RandomAccessIntVectors(_RandomAccess):
 # ---------------------------------------------------------------------------------------------
 # Writing.
 
+def _check_output_name(wspecifier, path):
+    """What Kaldi's ClassifyWxfilename refuses: outer whitespace, and a byte offset ("x.ark:12",
+    which only a reader understands). Kaldi never sees our names, only the temp files'."""
+    if path != path.strip():
+        raise NnetError(f"bad wspecifier '{wspecifier}': the file name '{path}' begins or ends with a space")
+    if re.search(r":\d+$", path):
+        raise NnetError(f"bad wspecifier '{wspecifier}': '{path}' ends in a byte offset, which only reading allows")
+
+
 class _Writer:
     _type: _Type
 
@@ -401,6 +478,9 @@ class _Writer:
                             f"e.g. ark,scp:egs.1.ark,egs.1.scp")
         if scp is not None and os.path.realpath(ark) == os.path.realpath(scp):
             raise NnetError(f"bad wspecifier '{wspecifier}': the archive and the scp are the same file")
+        for path in (ark, scp):
+            if path is not None and _is_plain_file(path):
+                _check_output_name(wspecifier, path)
         self._ark, self._scp = ark, scp
         # Temp files beside the real ones, renamed on success: the ark first, so an scp never
         # names an ark that is not there yet.
@@ -412,7 +492,7 @@ class _Writer:
             targets = self._tmp_ark + (f",{self._tmp_scp}" if scp else "")
             sys.stdout.flush()  # "ark:-" shares fd 1 with print()
             self._impl = self._kaldi(lambda: self._type.writer(f"{options}:{targets}"),
-                                     capture=not _is_pipe(ark))
+                                     starts_command=_is_pipe(ark))
         except BaseException as e:
             self._discard_files(e)
             raise
@@ -447,7 +527,7 @@ class _Writer:
         try:
             # Kaldi only warns when an output pipe's command fails; for us it is lost output.
             with self._space_named():
-                if not self._kaldi(self._impl.close) or self._kaldi.pending:
+                if not self._kaldi.close(self._impl) or self._kaldi.pending:
                     raise self._kaldi.error(default="write error")
             if self._scp:
                 self._name_final_ark_in_scp()
@@ -516,11 +596,13 @@ class IntVectorWriter(_Writer):
 # Single objects (Kaldi's rxfilename / wxfilename: a file, '-', or a pipe), not tables.
 
 def _read_object(kaldi_type, rxfilename):
-    if _is_plain_file(rxfilename) and not os.path.isfile(rxfilename):
-        what = "is a directory" if os.path.isdir(rxfilename) else "no such file"
-        raise NnetError(f"{rxfilename}: {what}")
+    if _is_plain_file(rxfilename):  # "file.ark:123": the object at that byte offset, as Kaldi
+        _check_input_file(rxfilename, _file_of(rxfilename))
     kaldi = _Kaldi(rxfilename)
-    value = kaldi(lambda: kaldi_type.read(rxfilename), capture=not _is_pipe(rxfilename))
+    try:
+        value = kaldi(lambda: kaldi_type.read(rxfilename), starts_command=_is_pipe(rxfilename))
+    finally:
+        kaldi.command_ended()
     kaldi.log_pending()
     return np.array(value.numpy(), dtype=np.float64, copy=True)
 
@@ -541,10 +623,23 @@ def write_vector(path, vector, binary=True, double=False):
     array = np.ascontiguousarray(vector, dtype=np.float64 if double else np.float32)
     if array.ndim != 1:
         raise NnetError(f"{path}: expected a 1-D vector, got shape {array.shape}")
-    value = (_kni._DoubleVector if double else _kni._FloatVector)(array)
-    kaldi = _Kaldi(str(path))
+    _write_object(path, (_kni._DoubleVector if double else _kni._FloatVector)(array), binary)
+
+
+def write_double_matrix(path, matrix, binary=True):
+    """Write one Kaldi double matrix file atomically (``\\0BDM``, or text), e.g. global CMVN stats."""
+    _write_object(path, _to_matrix(_kni._DoubleMatrix, np.float64)(matrix, str(path)), binary)
+
+
+def _write_object(path, value, binary):
+    """Kaldi's writer of a single object crashes the process (SIGSEGV) when a write fails, as on
+    a full disk: it writes to memory here, and Python writes the file."""
+    memory = os.memfd_create("kaldi-object")
     try:
-        with atomic_path(path) as tmp:
-            kaldi(lambda: value.write(tmp, binary))
-    except OSError as e:
-        raise NnetError(f"{path}: cannot write: {e.strerror}") from None
+        _Kaldi(str(path))(lambda: value.write(f"/proc/self/fd/{memory}", binary))
+        data = os.pread(memory, os.fstat(memory).st_size, 0)
+    finally:
+        os.close(memory)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
