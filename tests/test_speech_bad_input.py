@@ -48,6 +48,27 @@ def test_model_and_lang_from_different_lexicons(setup):
         gmm.GraphCompiler(models["small"], lang.load(str(d / "lang")), lang.read_fst(str(d / "lang/L.fst")))
 
 
+def test_a_word_that_l_fst_does_not_pronounce_is_skipped(setup, tmp_path):
+    """In words.txt but not in L.fst: Kaldi's graph compiler asserts; the utterance is skipped."""
+    d, models = setup
+    small = tmp_path / "small"
+    subprocess.run(["cp", "-r", str(d / "small"), str(small)], check=True)
+    with open(small / "words.txt", "a") as f:
+        f.write("<unk> 99\n")
+    compiler = gmm.GraphCompiler(models["small"], lang.load(str(small)), lang.read_fst(str(small / "L.fst")))
+    assert compiler.compile(["one", "two"], "text: utt 'a'") is not None
+    with pytest.raises(NnetError, match="text: utt 'b': the transcript has no path through L.fst"):
+        compiler.compile(["one", "<unk>"], "text: utt 'b'")
+
+
+@pytest.mark.parametrize("beam, retry_beam", [(10, 5), (10, 10), (10, math.inf)])
+def test_retry_beam_is_zero_or_above_the_beam(setup, beam, retry_beam):
+    d, models = setup
+    gmm.Aligner(models["lang"], beam=10, retry_beam=0)  # Kaldi's default: no retry
+    with pytest.raises(NnetError, match=f"--retry-beam must be 0 .* above --beam {beam}, got {retry_beam}"):
+        gmm.Aligner(models["lang"], beam=beam, retry_beam=retry_beam)
+
+
 def test_alignments_and_accumulators_from_another_model(setup):
     d, models = setup
     num_tids = models["lang"].tm.num_transition_ids
@@ -142,16 +163,47 @@ def test_a_truncated_wav_is_used_as_far_as_it_goes_with_kaldis_warning(tmp_path)
     good = write_wav(tmp_path / "good.wav", SAMPLES)
     (tmp_path / "cut.wav").write_bytes(good.read_bytes()[:-1001])   # 2199 of its 3200 data bytes
     (tmp_path / "empty.wav").write_bytes(good.read_bytes()[:44])    # the header alone
-    (tmp_path / "wav.scp").write_text("".join(f"{u} {tmp_path}/{u}.wav\n" for u in ("good", "cut", "empty")))
+    (tmp_path / "junk.wav").write_bytes(b"hello")                   # its reason once printed empty
+    (tmp_path / "wav.scp").write_text("".join(f"{u} {tmp_path}/{u}.wav\n" for u in ("good", "cut", "empty", "junk")))
     r = run("nnet-compute-feats", tmp_path / "wav.scp", f"ark:{tmp_path}/feats.ark", check=True)
     warnings = [line for line in r.stderr.splitlines() if line.startswith("WARNING")]
-    assert len(warnings) == 2 and "Done 2 out of 3 utterances." in r.stderr
+    assert len(warnings) == 3 and "Done 2 out of 4 utterances." in r.stderr
     assert warnings[0].endswith(f"wav.scp: utt 'cut': {tmp_path}/cut.wav: Expected 3200 bytes of wave data, "
                                 f"but read only 2199 bytes. Truncated file?")
-    assert f"utt 'empty': cannot read wav {tmp_path}/empty.wav: empty file (no data); skipping it" in warnings[1]
+    assert f"utt 'empty': cannot read wav {tmp_path}/empty.wav: WaveData: empty file (no data); skipping it" in warnings[1]
     assert np.array_equal(features.read_wav(str(tmp_path / "cut.wav"), "u")[1], SAMPLES[:1099])
+    assert "WaveData: expected RIFF or RIFX" in warnings[2]
     feats = dict(tables.read_matrices(f"ark:{tmp_path}/feats.ark"))
     assert {u: len(f) for u, f in feats.items()} == {"good": 8, "cut": 5}
+
+
+def test_wav_scp_commands_channels_and_the_programs_own_options(tmp_path):
+    """As Kaldi's compute-mfcc-feats: 'utt command |' lines, the first of two channels (with a
+    warning) or --channel, and its own options in the conf file beside the feature options."""
+    write_wav(tmp_path / "a.wav", SAMPLES)
+    stereo = np.stack([SAMPLES, SAMPLES[::-1]], axis=1).reshape(-1)
+    with wave.open(str(tmp_path / "st.wav"), "wb") as w:
+        w.setnchannels(2), w.setsampwidth(2), w.setframerate(16000)
+        w.writeframes(stereo.astype("<i2").tobytes())
+    (tmp_path / "wav.scp").write_text(f"cmd cat {tmp_path}/a.wav |\nst {tmp_path}/st.wav\n")
+    (tmp_path / "mfcc.conf").write_text("--dither=0\n--use-energy\n--subtract-mean=true\n")
+    r = run("nnet-compute-feats", f"--config={tmp_path}/mfcc.conf", tmp_path / "wav.scp", f"ark:{tmp_path}/f.ark",
+            check=True)
+    assert "utt 'st': channel not specified but you have data with 2 channels; defaulting to zero" in r.stderr
+    feats = dict(tables.read_matrices(f"ark:{tmp_path}/f.ark"))
+    np.testing.assert_array_equal(feats["cmd"], feats["st"])          # channel 0 is a.wav's samples
+    np.testing.assert_allclose(feats["cmd"].mean(0), 0, atol=1e-4)    # --subtract-mean
+    opts, wave_opts = features.make_options("mfcc", overrides=["--dither=0", "--channel=1", "--min-duration=0.2"])
+    assert (wave_opts.channel, wave_opts.min_duration) == (1, 0.2)
+    rate, right = features.read_wav(str(tmp_path / "st.wav"), "u", channel=1)
+    np.testing.assert_array_equal(right, SAMPLES[::-1])
+    assert features.read_wav(str(tmp_path / "st.wav"), "u", channel=2)[1] is None
+    assert features._utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u") is None  # 0.1 s < 0.2 s
+    opts, wave_opts = features.make_options("mfcc", overrides=["--allow-downsample=true", "--sample-frequency=8000"])
+    with pytest.raises(NnetError, match="resampling is not supported"):
+        features._utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u")
+    with pytest.raises(NnetError, match="--vtln-warp=0.9 is not supported, only 1.0"):
+        features.make_options("mfcc", overrides=["--vtln-warp=0.9"])
 
 
 def test_an_utterance_twice_in_wav_scp_is_refused_before_anything_is_written(tmp_path):

@@ -31,13 +31,16 @@ def test_perfect_and_empty_hypothesis():
 
 
 def test_modes_for_missing_utterances():
-    refs = {"a": ["one"], "b": ["two"]}
-    counts, missing = score.compute_wer(refs, {"a": ["one"]}, "present")
-    assert (counts.sents, missing) == (1, 1)
-    with pytest.raises(NnetError, match="no hypothesis for utterance 'b'"):
-        wer(refs, {"a": ["one"]}, "all")
-    with pytest.raises(NnetError, match="no reference for utterance 'c'"):
-        wer(refs, {"a": ["one"], "b": ["two"], "c": ["x"]}, "strict")
+    """As Kaldi's compute-wer.cc: a hypothesis without a reference is ignored in every mode."""
+    refs = {"a": ["one"], "b": ["two", "three"]}
+    counts, missing = score.compute_wer(refs, {"a": ["one"], "c": ["x"]}, "present")
+    assert (counts.sents, counts.ref_words, counts.errors, missing) == (1, 1, 0, 1)
+    counts, missing = score.compute_wer(refs, {"a": ["one"]}, "all")  # 'b' scored as empty
+    assert (counts.sents, counts.dels, missing) == (2, 2, 1)
+    assert counts.wer_line(partial=missing > 0) == "%WER 66.67 [ 2 / 3, 0 ins, 2 del, 0 sub ] [PARTIAL]"
+    with pytest.raises(NnetError, match="no hypothesis for utterance 'b' \\(--mode=strict"):
+        score.compute_wer(refs, {"a": ["one"]})
+    assert score.compute_wer(refs, {"a": ["one"], "b": ["two", "three"], "c": ["x"]})[0].errors == 0
 
 
 def test_nothing_scored_is_an_error_not_a_perfect_wer():
@@ -59,8 +62,13 @@ def test_best_wer_picks_lowest():
 def test_compute_wer_program(tmp_path):
     (tmp_path / "ref").write_text("u1 one two three\nu2 four\n")
     (tmp_path / "hyp").write_text("u1 one two\nu2 five five\n")
-    r = run("nnet-compute-wer", tmp_path / "ref", tmp_path / "hyp", check=True)
+    r = run("nnet-compute-wer", "--text", tmp_path / "ref", tmp_path / "hyp", check=True)
     assert r.stdout.splitlines()[0] == "%WER 75.00 [ 3 / 4, 1 ins, 1 del, 1 sub ]"
+    (tmp_path / "part").write_text("u1 one two\n")
+    r = run("nnet-compute-wer", "--mode=all", tmp_path / "ref", tmp_path / "part", check=True)
+    assert r.stdout.splitlines() == ["%WER 50.00 [ 2 / 4, 0 ins, 2 del, 0 sub ] [PARTIAL]", "%SER 100.00 [ 2 / 2 ]",
+                                     "Scored 2 sentences, 1 not present in hyp."]
+    assert "both stdin" in run("nnet-compute-wer", "-", "ark:-").stderr
     (tmp_path / "bad").write_text("u1 one\nu1 two\n")
     r = run("nnet-compute-wer", tmp_path / "ref", tmp_path / "bad")
     assert r.returncode == 1 and "appears twice" in r.stderr and "Traceback" not in r.stderr

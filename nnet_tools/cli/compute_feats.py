@@ -19,17 +19,18 @@ from nnet_tools.speech import features
 def main(feat_type, config, overrides, wav_scp, feats_wspecifier):
     """Compute MFCC or fbank features for every utterance of WAV_SCP (Kaldi's compute-*-feats).
 
-    WAV_SCP is the file, scp:FILE, or '-' (stdin). A missing or unreadable wav is skipped with a
-    warning and counted; the program fails only when no utterance could be done.
+    WAV_SCP is the file, scp:FILE, or '-' (stdin); its lines are 'utt file.wav' or, as in
+    Kaldi, 'utt command |' (e.g. 'utt1 sox a.flac -t wav - |'). A missing or unreadable wav is
+    skipped with a warning and counted; the program fails only when no utterance could be done.
 
     \b
     Example:
       nnet-compute-feats --type mfcc --config conf/mfcc.conf data/train/wav.scp \\
           ark,scp:mfcc/raw_mfcc_train.1.ark,mfcc/raw_mfcc_train.1.scp
     """
-    opts = features.make_options(feat_type, config, overrides)
+    opts, wave = features.make_options(feat_type, config, overrides)
     with tables.MatrixWriter(feats_wspecifier) as writer:
-        done, failed = features.compute_table(opts, wav_scp, writer, logger)
+        done, failed = features.compute_table(opts, wave, wav_scp, writer, logger)
         if done == 0:
             raise NnetError(f"{wav_scp}: no utterance could be processed ({failed} failed)")
     logger.info(f"Done {done} out of {done + failed} utterances.")

@@ -38,7 +38,7 @@ from nnet_tools.log import logger
 __all__ = ["read_matrices", "read_double_matrices", "read_vectors", "read_int_vectors",
            "RandomAccessMatrices", "RandomAccessDoubleMatrices", "RandomAccessIntVectors",
            "MatrixWriter", "DoubleMatrixWriter", "IntVectorWriter", "read_vector", "write_vector",
-           "read_double_matrix", "write_double_matrix"]
+           "read_double_matrix", "write_double_matrix", "read_wave"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,27 +595,38 @@ class IntVectorWriter(_Writer):
 # ---------------------------------------------------------------------------------------------
 # Single objects (Kaldi's rxfilename / wxfilename: a file, '-', or a pipe), not tables.
 
-def _read_object(kaldi_type, rxfilename):
+def _read_object(read, rxfilename, name=None):
+    """``read(rxfilename)``, Kaldi's reading of one object, with its messages captured; ``name``
+    (default: rxfilename) names it in errors."""
+    name = name or rxfilename
     if _is_plain_file(rxfilename):  # "file.ark:123": the object at that byte offset, as Kaldi
-        _check_input_file(rxfilename, _file_of(rxfilename))
-    kaldi = _Kaldi(rxfilename)
+        _check_input_file(name, _file_of(rxfilename))
+    kaldi = _Kaldi(name)
     try:
-        value = kaldi(lambda: kaldi_type.read(rxfilename), starts_command=_is_pipe(rxfilename))
+        value = kaldi(lambda: read(rxfilename), starts_command=_is_pipe(rxfilename))
     finally:
         kaldi.command_ended()
     kaldi.log_pending()
-    return np.array(value.numpy(), dtype=np.float64, copy=True)
+    return value
+
+
+def read_wave(rxfilename, name=None):
+    """(sample rate, [channels, samples] float32 in int16 scale) of one wav file, or of a command's
+    output ('sox x.flac -t wav - |'), read by Kaldi's WaveData (which warns on a truncated file
+    and reads to the end one whose header gives no size). ``name`` is the name in errors."""
+    wave = _read_object(_kni.read_wave, rxfilename, name)
+    return wave.sample_freq, np.array(wave.data.numpy(), dtype=np.float32, copy=True)
 
 
 def read_vector(rxfilename) -> np.ndarray:
     """One Kaldi vector file as float64: binary (float ``\\0BFV`` or double ``\\0BDV``) or text
     (``[ 1 2 3 ]``), as Kaldi's ReadKaldiObject reads it."""
-    return _read_object(_kni._DoubleVector, rxfilename)
+    return np.array(_read_object(_kni._DoubleVector.read, rxfilename).numpy(), dtype=np.float64, copy=True)
 
 
 def read_double_matrix(rxfilename) -> np.ndarray:
     """One Kaldi matrix file (binary or text, float or double) as float64, e.g. global CMVN stats."""
-    return _read_object(_kni._DoubleMatrix, rxfilename)
+    return np.array(_read_object(_kni._DoubleMatrix.read, rxfilename).numpy(), dtype=np.float64, copy=True)
 
 
 def write_vector(path, vector, binary=True, double=False):

@@ -1,12 +1,14 @@
 """MFCC and fbank features with kaldi-native-fbank (Kaldi's arithmetic), and add-deltas.
 
 Options come as Kaldi's do, ``--num-mel-bins=40`` lines in a conf file (compute-mfcc-feats
---config=conf/mfcc.conf), so a Kaldi recipe's conf/ carries over.
+--config=conf/mfcc.conf), so a Kaldi recipe's conf/ carries over. Waveforms are read by Kaldi's
+own WaveData, from files or from commands in wav.scp.
 """
-import wave
+import dataclasses
 
 import numpy as np
 
+from nnet_tools.data import tables
 from nnet_tools.data.textfile import printable, records, table_file
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
@@ -28,8 +30,29 @@ _FRAME = {"sample-frequency": ("frame_opts.samp_freq", float),
           "energy-floor": ("energy_floor", float),
           "raw-energy": ("raw_energy", "bool"),
           "htk-compat": ("htk_compat", "bool")}
+_FRAME.update({"blackman-coeff": ("frame_opts.blackman_coeff", float),
+               "vtln-low": ("mel_opts.vtln_low", float), "vtln-high": ("mel_opts.vtln_high", float)})
 _MFCC_ONLY = {"num-ceps": ("num_ceps", int), "cepstral-lifter": ("cepstral_lifter", float)}
 _FBANK_ONLY = {"use-log-fbank": ("use_log_fbank", "bool"), "use-power": ("use_power", "bool")}
+
+
+@dataclasses.dataclass
+class WaveOptions:
+    """compute-{mfcc,fbank}-feats' own options, which Kaldi conf files may hold beside the
+    feature options. Resampling and VTLN warping are not supported: --allow-downsample and
+    --allow-upsample are accepted, but an utterance that needs them fails, and --vtln-warp
+    must be 1."""
+    channel: int = -1             # -1: the first channel, with a warning when there are more
+    min_duration: float = 0.0     # seconds; shorter utterances give no output
+    subtract_mean: bool = False   # subtract each utterance's mean feature vector
+    allow_downsample: bool = False
+    allow_upsample: bool = False
+
+
+_PROGRAM = {"channel": ("channel", int), "min-duration": ("min_duration", float),
+            "subtract-mean": ("subtract_mean", "bool"), "allow-downsample": ("allow_downsample", "bool"),
+            "allow-upsample": ("allow_upsample", "bool")}
+_ONLY = {"vtln-warp": (float, 1.0), "output-format": (str, "kaldi")}  # options with one supported value
 
 
 def _parse_value(name, text, kind, where):
@@ -46,7 +69,8 @@ def _parse_value(name, text, kind, where):
 
 
 def make_options(feat_type, config=None, overrides=()):
-    """knf options for ``feat_type`` (mfcc|fbank), from Kaldi's defaults, a conf file, then overrides.
+    """(knf options for ``feat_type`` (mfcc|fbank), WaveOptions), from Kaldi's defaults, a conf
+    file, then overrides. A boolean option given bare (``--use-energy``) is true, as in Kaldi.
 
     Kaldi's defaults differ from knf's in one place: dither 1.0 on int16-scale samples.
     """
@@ -64,22 +88,30 @@ def make_options(feat_type, config=None, overrides=()):
         except OSError as e:
             raise NnetError(f"{config}: cannot read: {e.strerror}") from None
     lines += [("command line", o) for o in overrides]
+    wave = WaveOptions()
     for where, line in lines:
         if not line:
             continue
         name, eq, value = line.lstrip("-").partition("=")
+        path, kind = known.get(name) or _PROGRAM.get(name) or (None, _ONLY.get(name, (None,))[0])
+        if not eq and kind == "bool":
+            value, eq = "true", "="
         if not line.startswith("--") or not eq:
             raise NnetError(f"{where}: expected --option=value, got '{line}'")
-        if name not in known:
+        if kind is None:
             raise NnetError(f"{where}: unknown {feat_type} option --{name}")
-        path, kind = known[name]
-        target = opts
+        value = _parse_value(name, value, kind, where)
+        if name in _ONLY:
+            if value != _ONLY[name][1]:
+                raise NnetError(f"{where}: --{name}={value} is not supported, only {_ONLY[name][1]}")
+            continue
+        target = wave if name in _PROGRAM else opts
         *parents, leaf = path.split(".")
         for p in parents:
             target = getattr(target, p)
-        setattr(target, leaf, _parse_value(name, value, kind, where))
+        setattr(target, leaf, value)
     _check_options(opts, feat_type)
-    return opts
+    return opts, wave
 
 
 _WINDOWS = ("hamming", "hanning", "povey", "rectangular", "sine", "blackman")
@@ -117,41 +149,28 @@ def _check_options(opts, feat_type):
         raise NnetError(f"bad {feat_type} options: {str(e).strip().splitlines()[-1]}") from None
 
 
-# Data sizes a writer streaming to a pipe leaves in the header, as frame counts of 16-bit mono:
-# Kaldi's WaveInfo then reads to the end of the file ("stream mode") and expects no size.
-_STREAMED_FRAMES = (0xFFFFFFFF // 2, 0x7FFFF000 // 2)
-
-
-def read_wav(path, where):
-    """int16 mono samples of a wav file, as float32 in int16 scale (what Kaldi's readers give).
-
-    A file shorter than its header says is read as far as it goes, with Kaldi's warning.
-    """
+def read_wav(rxfilename, where, channel=-1):
+    """(rate, float32 samples in int16 scale) of one channel of a wav file or command, as
+    compute-mfcc-feats picks it: --channel=-1 is the first, with a warning if there are more;
+    None when the file has no such channel (Kaldi: 'producing no output')."""
     try:
-        with wave.open(path, "rb") as w:
-            if w.getsampwidth() != 2:
-                raise NnetError(f"{where}: {path}: only 16-bit PCM wav is supported")
-            if w.getnchannels() != 1:
-                raise NnetError(f"{where}: {path}: expected mono audio, got {w.getnchannels()} channels")
-            rate, frames = w.getframerate(), w.getnframes()
-            data = w.readframes(frames)
-    except FileNotFoundError:
-        raise NnetError(f"{where}: wav file {path} does not exist") from None
-    except (OSError, wave.Error, EOFError) as e:
-        raise NnetError(f"{where}: cannot read wav {path}: {e or 'empty or truncated file'}") from None
-    if not data:  # Kaldi fails here rather than warn that the file was truncated
-        raise NnetError(f"{where}: cannot read wav {path}: empty file (no data)")
-    if len(data) < 2 * frames and frames not in _STREAMED_FRAMES:
-        logger.warning(f"{where}: {path}: Expected {2 * frames} bytes of wave data, but read only "
-                       f"{len(data)} bytes. Truncated file?")
-    # A last odd byte is no whole sample: Kaldi drops it too.
-    samples = np.frombuffer(data, dtype="<i2", count=len(data) // 2)
-    return rate, samples.astype(np.float32)
+        rate, data = tables.read_wave(rxfilename, name=f"{where}: {rxfilename}")
+    except NnetError as e:
+        raise NnetError(f"{where}: cannot read wav {str(e).removeprefix(f'{where}: ')}") from None
+    if channel == -1:
+        if len(data) != 1:
+            logger.warning(f"{where}: channel not specified but you have data with {len(data)} channels; "
+                           f"defaulting to zero")
+        channel = 0
+    if channel >= len(data):
+        logger.warning(f"{where}: {len(data)} channels but you specified channel {channel}, producing no output")
+        return rate, None
+    return rate, data[channel]
 
 
 def read_wav_scp(specifier):
-    """[(utt, wav path)] from a wav.scp of 'utt path' lines (extended filenames are not supported),
-    given as the file, 'scp:FILE', or stdin ('-', 'scp:-').
+    """[(utt, rxfilename)] from a wav.scp of 'utt file.wav' or 'utt command |' lines, given as the
+    file, 'scp:FILE', or stdin ('-', 'scp:-').
 
     Kaldi's compute-mfcc-feats does not check keys, but a key written twice breaks every later
     random access to the features (Kaldi: 'Script file ... contains duplicate key'), and
@@ -160,13 +179,13 @@ def read_wav_scp(specifier):
     path = table_file(specifier, "wav.scp", kind="scp")
     out, seen = [], set()
     for n, fields, line in records(path):
-        if len(fields) != 2 or fields[-1] == "|":
-            raise NnetError(f"{printable(path)}:{n}: expected 'utt file.wav', got '{line.strip()}' "
-                            f"(commands in wav.scp are not supported)")
+        if len(fields) < 2:
+            raise NnetError(f"{printable(path)}:{n}: expected 'utt file.wav' or 'utt command |', "
+                            f"got '{line.strip()}'")
         if fields[0] in seen:
             raise NnetError(f"{printable(path)}:{n}: utterance '{fields[0]}' appears twice")
         seen.add(fields[0])
-        out.append((fields[0], fields[1]))
+        out.append((fields[0], line.strip()[len(fields[0]):].strip()))
     return out
 
 
@@ -185,24 +204,41 @@ def compute(opts, samples, rate, where):
     return np.stack([computer.get_frame(i) for i in range(n)]).astype(np.float32)
 
 
-def compute_table(opts, wav_scp, writer, log):
-    """Features of every utterance of wav_scp into ``writer``; a bad wav is counted, not fatal.
-
-    Returns (done, failed), as Kaldi's compute-mfcc-feats reports them.
+def compute_table(opts, wave, wav_scp, writer, log):
+    """Features of every utterance of wav_scp into ``writer``, with WaveOptions ``wave``; a bad
+    wav is counted, not fatal. Returns (done, failed), as Kaldi's compute-mfcc-feats reports them.
     """
     done = failed = 0
-    for utt, path in read_wav_scp(wav_scp):
+    for utt, rxfilename in read_wav_scp(wav_scp):
         where = f"{wav_scp}: utt '{utt}'"
         try:
-            rate, samples = read_wav(path, where)
-            feats = compute(opts, samples, rate, where)
+            feats = _utterance_features(opts, wave, rxfilename, where)
         except NnetError as e:
             log.warning(f"{e}; skipping it")
+            feats = None
+        if feats is None:
             failed += 1
             continue
         writer.write(utt, feats)
         done += 1
     return done, failed
+
+
+def _utterance_features(opts, wave, rxfilename, where):
+    rate, samples = read_wav(rxfilename, where, wave.channel)
+    if samples is None:
+        return None
+    if len(samples) < wave.min_duration * rate:
+        logger.warning(f"{where}: too short ({len(samples) / rate:g} sec): producing no output")
+        return None
+    wanted = opts.frame_opts.samp_freq
+    if (rate > wanted and wave.allow_downsample) or (rate < wanted and wave.allow_upsample):
+        raise NnetError(f"{where}: sample rate {rate:g} Hz, not {wanted:g}: resampling is not supported; "
+                        f"resample in wav.scp instead ('utt sox FILE -r {wanted:g} -t wav - |')")
+    feats = compute(opts, samples, rate, where)
+    if wave.subtract_mean:
+        feats -= feats.mean(axis=0, dtype=np.float32)
+    return feats
 
 
 def check_delta_options(order, window):

@@ -18,6 +18,7 @@ import zipfile
 
 import numpy as np
 
+from nnet_tools.data.tables import stderr_captured
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path
 from nnet_tools.log import logger
@@ -143,9 +144,9 @@ def save(model, path):
 
 
 def _load_npz(path, what):
-    if not os.path.isfile(path):
+    if not os.path.exists(path) or os.path.isdir(path):
         raise NnetError(f"{path}: {what} file " + ("is a directory" if os.path.isdir(path) else "does not exist"))
-    if os.access(path, os.R_OK) and not zipfile.is_zipfile(path):  # numpy's message would talk of pickles
+    if os.path.isfile(path) and os.access(path, os.R_OK) and not zipfile.is_zipfile(path):  # numpy's message would talk of pickles
         raise NnetError(f"{path}: not a {what} file (not an .npz archive: truncated, or another format)")
     try:
         data = np.load(path, allow_pickle=False)
@@ -238,7 +239,13 @@ class GraphCompiler:
                                              disambig_syms=lang.disambig, opts=opts)
 
     def compile(self, words, where):
-        return self._gc.compile_graph_from_text(self.lang.word_ids(words, where))
+        word_ids = self.lang.word_ids(words, where)
+        try:
+            with stderr_captured([]):
+                return self._gc.compile_graph_from_text(word_ids)
+        except RuntimeError:  # Kaldi's assertion: L composed with the words is empty
+            raise NnetError(f"{where}: the transcript has no path through L.fst (a word of words.txt "
+                            f"that L.fst does not pronounce?)") from None
 
 
 def align_equal(graph, num_frames, seed):
@@ -255,9 +262,10 @@ class Aligner:
 
     def __init__(self, model, beam=6.0, retry_beam=40.0, careful=False, acoustic_scale=0.1,
                  transition_scale=1.0, self_loop_scale=0.1):
-        if not (0 < beam < np.inf and 0 < retry_beam < np.inf and 0 < acoustic_scale < np.inf):
-            raise NnetError(f"--beam, --retry-beam and --acoustic-scale must be finite and > 0, "
-                            f"got {beam}, {retry_beam} and {acoustic_scale}")
+        if not (0 < beam < np.inf and 0 < acoustic_scale < np.inf):
+            raise NnetError(f"--beam and --acoustic-scale must be finite and > 0, got {beam} and {acoustic_scale}")
+        if not (retry_beam == 0 or beam < retry_beam < np.inf):  # Kaldi: "Beams do not make sense"
+            raise NnetError(f"--retry-beam must be 0 (no retry) or finite and above --beam {beam:g}, got {retry_beam:g}")
         if not (0 <= transition_scale < np.inf and 0 <= self_loop_scale < np.inf):
             raise NnetError(f"--transition-scale and --self-loop-scale must be finite and >= 0, "
                             f"got {transition_scale} and {self_loop_scale}")

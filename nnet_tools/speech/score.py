@@ -27,36 +27,36 @@ class ErrorCounts:
     def errors(self):
         return self.ins + self.dels + self.subs
 
-    def wer_line(self):
-        # Kaldi prints 100 * errors / ref words with two decimals; an empty reference is 0 words.
+    def wer_line(self, partial=False):
+        """Kaldi's line: 100 * errors / ref words with two decimals; ' [PARTIAL]' when some
+        reference had no hypothesis."""
         wer = 100.0 * self.errors / self.ref_words if self.ref_words else 0.0
         return (f"%WER {wer:.2f} [ {self.errors} / {self.ref_words}, {self.ins} ins, {self.dels} del, "
-                f"{self.subs} sub ]")
+                f"{self.subs} sub ]" + (" [PARTIAL]" if partial else ""))
 
     def ser_line(self):
         ser = 100.0 * self.sent_errors / self.sents if self.sents else 0.0
         return f"%SER {ser:.2f} [ {self.sent_errors} / {self.sents} ]"
 
 
-def compute_wer(refs, hyps, mode="present"):
-    """ErrorCounts over utterances; mode as compute-wer's: 'present' scores only utterances in
-    both, 'all' fails on a missing hypothesis, 'strict' also on a missing reference."""
+def compute_wer(refs, hyps, mode="strict"):
+    """(ErrorCounts, number of references without a hypothesis), as Kaldi's compute-wer --mode:
+    'strict' (its default) fails on a reference without a hypothesis, 'present' skips it,
+    'all' scores it against an empty hypothesis. Hypotheses without a reference are ignored."""
     if mode not in ("present", "all", "strict"):
         raise NnetError(f"--mode must be present, all or strict, not '{mode}'")
     counts = ErrorCounts()
     missing = 0
     for utt, ref in refs.items():
         if utt not in hyps:
-            if mode != "present":
-                raise NnetError(f"no hypothesis for utterance '{utt}' (--mode={mode})")
+            if mode == "strict":
+                raise NnetError(f"no hypothesis for utterance '{utt}' (--mode=strict; "
+                                f"--mode=present skips it, --mode=all scores it as empty)")
             missing += 1
-            continue
-        counts.add(ref, hyps[utt])
-    if mode == "strict":
-        extra = sorted(set(hyps) - set(refs))
-        if extra:
-            raise NnetError(f"no reference for utterance '{extra[0]}' (--mode=strict)")
-    # Either would print '%WER 0.00', which best_wer.sh would then pick as the best.
+            if mode == "present":
+                continue
+        counts.add(ref, hyps.get(utt, []))
+    # Either would print '%WER 0.00' (Kaldi: nan), which best_wer.sh would then pick as the best.
     if not counts.sents:
         raise NnetError(f"no utterance scored: none of the {len(refs)} references has a hypothesis")
     if not counts.ref_words:
