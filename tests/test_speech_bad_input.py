@@ -69,6 +69,21 @@ def test_retry_beam_is_zero_or_above_the_beam(setup, beam, retry_beam):
         gmm.Aligner(models["lang"], beam=beam, retry_beam=retry_beam)
 
 
+def test_a_gmm_no_program_could_use_is_not_written_and_likelihoods_are_never_nan(setup, tmp_path):
+    """A huge --perturb-factor made means of inf (a model file every loader refuses) or of 1e20
+    (log-likelihoods of NaN, written with exit status 0)."""
+    d, _ = setup
+    m = gmm.load(str(d / "0.mdl"))
+    m.am.set_gaussian_mean(0, 0, np.full(m.dim, 1e20, np.float32))
+    m.am.compute_gconsts()
+    likes = gmm.compute_likes(m, np.zeros((2, m.dim), np.float32))
+    assert np.isneginf(likes[:, 0]).all() and np.isfinite(likes[:, 1:]).all()
+    m.am.set_gaussian_mean(0, 0, np.full(m.dim, np.inf, np.float32))
+    with pytest.raises(NnetError, match="x.mdl: not written: the GMM's means are not finite"):
+        gmm.save(m, str(tmp_path / "x.mdl"))
+    assert os.listdir(tmp_path) == []
+
+
 def test_alignments_and_accumulators_from_another_model(setup):
     d, models = setup
     num_tids = models["lang"].tm.num_transition_ids
@@ -129,6 +144,12 @@ def test_a_lexicon_that_would_make_a_corrupt_lang_dir(tmp_path):
         (tmp_path / f"{name}.txt").write_text(text)
         with pytest.raises(NnetError, match=message):
             lang.prepare(str(tmp_path / f"{name}.txt"), str(tmp_path / name))
+    for name, text, message in (("p", "!SIL 1.0 SIL\none 0.5 W AH N\n", "'1.0' is a probability, as in lexiconp.txt"),
+                                ("dup", "!SIL SIL\none W AH N\none W AH N\n", "dup.txt:3: the same line as line 2")):
+        (tmp_path / f"{name}.txt").write_text(text)
+        with pytest.raises(NnetError, match=message):
+            lang.read_lexicon(str(tmp_path / f"{name}.txt"))
+        os.remove(tmp_path / f"{name}.txt")
     (tmp_path / "ok.txt").write_text("!SIL SIL\none W AH N\n")
     with pytest.raises(NnetError, match=r"--sil-prob must be in \(0, 1\)"):
         lang.prepare(str(tmp_path / "ok.txt"), str(tmp_path / "lang"), sil_prob=1.5)

@@ -24,10 +24,11 @@ def main(mix_up, power, min_gaussian_occupancy, perturb_factor, srand, model_in,
       nnet-gmm-est --mix-up 300 --power 0.25 exp/mono/4.mdl exp/mono/4.1.acc exp/mono/4.2.acc exp/mono/5.mdl
     """
     mdl = gmm.load(model_in)
-    total = gmm.Stats.load(accs[0])
-    for path in accs[1:]:
-        total.add(gmm.Stats.load(path))
-    total.check_model(mdl, accs[0])
+    total = None
+    for path in accs:
+        acc = gmm.Stats.load(path)
+        acc.check_model(mdl, path)
+        total = acc if total is None else total.add(acc)
     gmm.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, perturb_factor, srand=srand, log=logger)
     gmm.save(mdl, model_out)
     logger.info(f"Wrote {model_out}: {mdl.num_pdfs} pdfs, {gmm.num_gauss(mdl)} Gaussians.")

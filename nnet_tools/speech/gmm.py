@@ -135,6 +135,9 @@ def save(model, path):
         means.append(np.asarray(g.means, dtype=np.float64))
         variances.append(np.asarray(g.vars, dtype=np.float64))
     state = model.tm.__getstate__()
+    for name, arrays in (("weights", weights), ("means", means), ("vars", variances)):
+        if not all(np.isfinite(a).all() for a in arrays):  # a file no program could load
+            raise NnetError(f"{path}: not written: the GMM's {name} are not finite (too large a --perturb-factor?)")
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, format=np.array(FORMAT), topo=np.array(model.topo_text),
@@ -308,10 +311,10 @@ class Stats:
         self.frames = 0
 
     def add(self, other):
-        if self.x.shape != other.x.shape or self.trans.shape != other.trans.shape:
-            raise NnetError("accumulators come from different models (Gaussian counts differ)")
+        """Add ``other`` (made with the same model: see check_model) into these; returns self."""
         for name in ("occ", "x", "x2", "trans", "tot_like", "frames"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
 
     def save(self, path):
         with atomic_path(path) as tmp:
@@ -450,7 +453,8 @@ def compute_likes(model, feats):
     for p in range(model.num_pdfs):
         comp = model.am.get_pdf(p).log_likelihoods_matrix(x).astype(np.float64)
         top = comp.max(1)
-        out[:, p] = top + np.log(np.exp(comp - top[:, None]).sum(1))
+        with np.errstate(invalid="ignore"):  # every Gaussian at -inf: -inf, not NaN
+            out[:, p] = np.where(np.isneginf(top), -np.inf, top + np.log(np.exp(comp - top[:, None]).sum(1)))
     return out
 
 

@@ -14,8 +14,10 @@ from nnet_tools.fileio import atomic_path, make_dirs, write_error, write_text
 
 
 def read_lexicon(path):
-    """[(word, [phones])] from lexicon.txt lines 'word phone1 phone2 ...', in file order."""
-    out = []
+    """[(word, [phones])] from lexicon.txt lines 'word phone1 phone2 ...', in file order. A line
+    given twice, and lexiconp.txt's 'word prob phone1 ...', are refused (validate_dict_dir.pl
+    refuses the first; the second would make phones of the probabilities)."""
+    out, seen = [], {}
     for n, fields, _ in records(path):
         if len(fields) < 2:
             raise NnetError(f"{path}:{n}: word '{fields[0]}' has no pronunciation")
@@ -24,10 +26,24 @@ def read_lexicon(path):
         reserved = [p for p in fields[1:] if p.startswith("#") or p == "<eps>"]
         if reserved:  # these name epsilon and the disambiguation symbols in phones.txt
             raise NnetError(f"{path}:{n}: phone '{reserved[0]}' is a reserved symbol")
+        if _is_number(fields[1]) and len(fields) > 2:
+            raise NnetError(f"{path}:{n}: '{fields[1]}' is a probability, as in lexiconp.txt: give "
+                            f"lexicon.txt (word phone1 phone2 ...)")
+        if tuple(fields) in seen:
+            raise NnetError(f"{path}:{n}: the same line as line {seen[tuple(fields)]}")
+        seen[tuple(fields)] = n
         out.append((fields[0], fields[1:]))
     if not out:
         raise NnetError(f"{path}: empty lexicon")
     return out
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def add_lex_disambig(lexicon):
