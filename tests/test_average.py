@@ -141,3 +141,32 @@ def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch):
     assert (n, got) == (best_n, best)
     for (k, a), b in zip(out.state_dict().items(), best_model.state_dict().values()):
         assert torch.equal(a, b), k   # the same float operations: equal to the last bit
+
+
+def test_batchnorm_statistics_are_recomputed_exactly_over_all_frames():
+    """nnet3-combine's recomputation: the mean and variance of the layer's input over every frame,
+    whatever the chunks (here 4096 + 1 frames: the last chunk of one frame once raised)."""
+    from nnet_tools.report import diagnostics
+    model = make(0)
+    windows = torch.randn(diagnostics.EVAL_BATCH + 1, 3, 6)
+    diagnostics.recompute_batchnorm_stats(model, windows)
+    bn = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d))
+    seen = []
+    hook = bn.register_forward_pre_hook(lambda m, inputs: seen.append(inputs[0].double()))
+    with torch.no_grad():
+        model.eval()(windows)   # the layers before it have no statistics: eval gives the same input
+    hook.remove()
+    x = torch.cat(seen)
+    torch.testing.assert_close(bn.running_mean, x.mean(0).float(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(bn.running_var, x.var(0, unbiased=False).float(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_one_frame_minibatch_through_batchnorm_gives_zeros_and_keeps_the_statistics():
+    model = make(0)
+    bn = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d))
+    before = bn.running_mean.clone()
+    x = torch.randn(1, 16, requires_grad=True)
+    out = bn.train()(x)
+    out.sum().backward()
+    assert out.abs().max() == 0 and x.grad.abs().max() == 0
+    assert torch.equal(bn.running_mean, before)

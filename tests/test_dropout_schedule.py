@@ -116,3 +116,20 @@ def test_models_differing_only_in_dropout_proportion_can_be_averaged():
     b.set_presoftmax_scale(torch.ones(4))
     with pytest.raises(NnetError, match="b.mdl: model structure differs from a.mdl"):
         check_same_structure([a, b], ["a.mdl", "b.mdl"])
+
+
+def test_show_progress_and_the_outer_step_take_models_of_two_dropout_proportions(tmp_path):
+    """A dropout schedule changes the proportion between iterations: nnet-show-progress failed on
+    every such iteration, and nnet-outer-step (bmuf) stopped the run."""
+    from conftest import run
+    from nnet_tools.model import model_io
+    from nnet_tools.report.progress import show_progress
+    a, b = dropout_net(), dropout_net()
+    edits.set_dropout_proportion(b, "*", 0.3)
+    assert set(show_progress(a, b)) == {"tdnn1.affine", "lstm.affine", "output.affine"}
+    model_io.save(a, tmp_path / "a.mdl")
+    model_io.save(b, tmp_path / "b.mdl")
+    run("nnet-outer-step", "--method", "bmuf", "--jobs", 2, "--state-out", tmp_path / "1.outer",
+        tmp_path / "a.mdl", tmp_path / "b.mdl", tmp_path / "c.mdl", check=True)
+    assert "overwrite the model" in run("nnet-outer-step", "--method", "bmuf", "--jobs", 2, "--state-out",
+                                        tmp_path / "d.mdl", tmp_path / "a.mdl", tmp_path / "b.mdl", tmp_path / "d.mdl").stderr

@@ -1,3 +1,5 @@
+import os
+
 import click
 import torch
 
@@ -7,6 +9,7 @@ from nnet_tools.fileio import atomic_path
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
 from nnet_tools.train import outer_optim
+from nnet_tools.train.average import structure
 
 
 def _load_state(path):
@@ -42,7 +45,9 @@ def main(method, jobs, momentum, learning_rate, nesterov, state_in, state_out, s
           exp/nnet/7.mdl exp/nnet/8.avg.mdl exp/nnet/8.mdl
     """
     (start, priors), average = model_io.load(start_model, with_priors=True), model_io.load(average_model)
-    if start.config != average.config:
+    if os.path.realpath(state_out) == os.path.realpath(model_out):
+        raise NnetError(f"--state-out {state_out} is MODEL_OUT: the state would overwrite the model")
+    if structure(start) != structure(average):  # a dropout schedule changes only the proportions
         raise NnetError(f"{average_model}: model structure differs from {start_model}")
     opt = outer_optim.make(method, jobs, momentum, learning_rate, nesterov)
     params = {name: p.detach() for name, p in start.named_parameters()}

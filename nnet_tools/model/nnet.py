@@ -76,6 +76,13 @@ class BatchNorm(nn.BatchNorm1d):
     def __init__(self, dim):
         super().__init__(dim, affine=False, momentum=0.2)
 
+    def forward(self, x):
+        if self.training and x.dim() == 2 and x.shape[0] == 1:
+            # torch refuses a one-frame minibatch. Kaldi normalises it by its own mean (x itself)
+            # and variance (0): the output is 0. Too little to learn statistics from: they stay.
+            return x * 0.0
+        return super().forward(x)
+
 
 def _part(name, dim, spec):
     if name in ("relu", "tanh", "sigmoid"):

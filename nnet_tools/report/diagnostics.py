@@ -44,18 +44,35 @@ def compute_prob(model, windows, labels, device="cpu"):
 
 @torch.no_grad()
 def recompute_batchnorm_stats(model, windows, device="cpu"):
-    """Replace stored batch-norm statistics by exact averages over ``windows`` (nnet3-combine)."""
+    """Replace stored batch-norm statistics by the mean and variance of each layer's input over
+    all of ``windows``, as nnet3-combine recomputes them: a pass in which each batch-norm layer
+    normalises by its minibatch's statistics (and nothing else is in training mode) while the
+    sums of every layer's inputs and their squares are accumulated in float64."""
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return
+    sums = {m: [0, 0.0, 0.0] for m in bns}  # frames, sum x, sum x^2
+
+    def accumulate(m, inputs):
+        x = inputs[0].double()
+        x = x.transpose(1, 2).reshape(-1, m.num_features) if x.dim() == 3 else x
+        total = sums[m]
+        total[0] += x.shape[0]
+        total[1] += x.sum(0)
+        total[2] += (x * x).sum(0)
+
     model.to(device).eval()
-    saved = [m.momentum for m in bns]
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative average
-        m.train()
-    for start in range(0, len(windows), EVAL_BATCH):
-        model(windows[start:start + EVAL_BATCH].to(device))
-    for m, momentum in zip(bns, saved):
-        m.momentum = momentum
-    model.eval()
+    hooks = [m.register_forward_pre_hook(accumulate) for m in bns]
+    try:
+        for m in bns:
+            m.train()
+        for start in range(0, len(windows), EVAL_BATCH):
+            model(windows[start:start + EVAL_BATCH].to(device))
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.eval()
+    for m, (frames, sx, sxx) in sums.items():
+        mean = sx / frames
+        m.running_mean.copy_(mean)
+        m.running_var.copy_((sxx / frames - mean * mean).clamp_min(0.0))

@@ -21,14 +21,15 @@ def structure_of(config, keys):
     return {**config, "layers": layers}, list(keys)
 
 
-def _structure(model):
+def structure(model):
+    """structure_of a loaded model: equal for two models that can be averaged or compared."""
     return structure_of(model.config, model.state_dict().keys())
 
 
 def check_same_structure(models, paths):
-    ref = _structure(models[0])
+    ref = structure(models[0])
     for model, path in zip(models[1:], paths[1:]):
-        if _structure(model) != ref:
+        if structure(model) != ref:
             raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
 
 
