@@ -52,6 +52,21 @@ def test_bad_configs(text, message):
         cfg(text)
 
 
+@pytest.mark.parametrize("change, message", [
+    (("dim: 8", "dim: true"), "dim must be a positive integer, got True"),        # once a TypeError
+    (("input-dim: 5", "input-dim: true"), "input-dim must be a positive integer, got True"),  # once accepted
+    (("dim: 8", "dim: 4294967296"), "dim must be a positive integer, got 4294967296"),
+    (("-2:2", "[-1.5, 0.7]"), r"splice \[-1.5, 0.7\] is not"),                    # once [-1, 0]
+    (("-2:2", "[[0]]"), "splice"), (("-2:2", "[null, 0]"), "splice"),             # once TypeErrors
+    (("natural-gradient: simple", "natural-gradient: 1"), "natural-gradient must be true, false or simple"),
+    (("name: a,", "name: 'a b',"), "name 'a b' must be one word"),
+])
+def test_config_values_of_the_wrong_type(change, message):
+    assert change[0] in BASE
+    with pytest.raises(NnetError, match=message):
+        cfg(BASE.replace(*change))
+
+
 def test_forward_shapes_and_log_probabilities():
     torch.manual_seed(0)
     model = Nnet(cfg(BASE)).eval()
@@ -104,3 +119,16 @@ def test_load_errors_are_whole_sentences(tmp_path):
     assert str(e.value).endswith("cut.mdl: not a readable nnet-tools model file (not a zip archive: truncated, "
                                  "or another format)")
     assert model_io.first_sentence(RuntimeError("word " * 100)).endswith("word ...")
+
+
+def test_a_model_on_stdin_and_stdout_as_dash(tmp_path):
+    """Kaldi's '-': `nnet-average-models a b - | nnet-info -` (once: a file named '-', and
+    nnet-info reading that stale file instead of the pipe)."""
+    import subprocess
+    torch.manual_seed(0)
+    model_io.save(Nnet(cfg(BASE)), tmp_path / "a.mdl")
+    r = subprocess.run("nnet-average-models a.mdl a.mdl - | nnet-info - && nnet-info - < /dev/null",
+                       shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert "num-parameters:" in r.stdout and not (tmp_path / "-").exists()
+    assert r.returncode == 1 and r.stderr.splitlines()[-1].endswith(
+        "stdin: not a readable nnet-tools model file (empty file)")

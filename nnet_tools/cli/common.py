@@ -10,6 +10,9 @@ from nnet_tools import log
 from nnet_tools.cli import interrupt_as_exception
 from nnet_tools.errors import NnetError, not_utf8
 
+# A --srand: torch's and numpy's generators take seeds in [0, 2^63).
+SEED = click.IntRange(0, 2 ** 63 - 1)
+
 # Kaldi programs exit 1 on bad usage too (a missing argument, a malformed option); click says 2.
 click.exceptions.UsageError.exit_code = 1
 

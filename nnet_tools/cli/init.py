@@ -6,11 +6,11 @@ from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.cli.common import program
+from nnet_tools.cli.common import SEED, program
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--srand", type=int, default=0, help="Seed for the random initial parameters.")
+@click.option("--srand", type=SEED, default=0, help="Seed for the random initial parameters.")
 @click.option("--presoftmax-prior-scale", "prior_scale", default=None,
               help="Kaldi vector, text or binary (presoftmax_prior_scale.vec): fixed per-class scale before the output's log-softmax.")
 @click.argument("config_file")
@@ -26,7 +26,11 @@ def main(config_file, model_out, srand, prior_scale):
     """
     cfg = config.load(config_file)
     torch.manual_seed(srand)
-    model = Nnet(cfg)
+    try:
+        model = Nnet(cfg)
+    except RuntimeError as e:  # e.g. a dim too large to allocate
+        raise NnetError(f"{config_file}: cannot build the model (not enough memory for its parameters?): "
+                        f"{model_io.first_sentence(e)}") from None
     if prior_scale is not None:
         values = vectors.read_vector(prior_scale, "presoftmax prior scale")
         try:

@@ -1,7 +1,7 @@
 import click
 
 from nnet_tools.model import partition
-from nnet_tools.cli.common import program
+from nnet_tools.cli.common import SEED, program
 
 
 @click.command(context_settings={"show_default": True})
@@ -12,7 +12,7 @@ from nnet_tools.cli.common import program
                    "[default: 1/K, the mean of the sub-models' logits; 1 sums them]")
 @click.option("--noise-fraction", type=float, default=0.02,
               help="Add Uniform(+-F*max|P|) to each weight matrix and bias vector P; 0 disables.")
-@click.option("--srand", type=int, default=0, help="Seed for the noise.")
+@click.option("--srand", type=SEED, default=0, help="Seed for the noise.")
 @click.argument("models", nargs=-1, required=True)
 @program("nnet-merge-submodels")
 def main(models, partition_file, output_scale, noise_fraction, srand):

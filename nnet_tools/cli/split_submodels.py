@@ -1,11 +1,11 @@
 import click
 
 from nnet_tools.model import partition
-from nnet_tools.cli.common import program
+from nnet_tools.cli.common import SEED, program
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--srand", type=int, default=0, help="Seed for the sub-models' random initial parameters.")
+@click.option("--srand", type=SEED, default=0, help="Seed for the sub-models' random initial parameters.")
 @click.option("--allow-uneven", is_flag=True, help="Allow hidden widths K does not divide (blocks then differ by one unit).")
 @click.argument("config_or_model")
 @click.argument("k", type=int)

@@ -55,10 +55,12 @@ def yaml_load(text_or_stream):
 def parse_splice(value, where):
     """'-5:5' -> [-5..5]; '-2,0,2' or a list -> that list; an int -> [int]."""
     try:
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             offsets = [value]
         elif isinstance(value, (list, tuple)):
-            offsets = [int(v) for v in value]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                raise ValueError  # 0.7 would become 0, [0] a TypeError
+            offsets = list(value)
         elif isinstance(value, str) and ":" in value:
             lo, hi = (int(v) for v in value.split(":"))
             offsets = list(range(lo, hi + 1))
@@ -94,6 +96,16 @@ def _number(value, key, where, lo, hi=None):
     return float(value)
 
 
+_MAX_DIM = 2 ** 31 - 1  # Kaldi's dims are int32
+
+
+def _dim(value, key, where):
+    """A positive integer (true is not 1 here, nor 8.0 a dim)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= _MAX_DIM:
+        raise NnetError(f"{where}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
 def _optional_number(value, key, where):
     """None (the default, e.g. 1/sqrt(fan-in)) or a finite number >= 0."""
     return None if value is None else _number(value, key, where, 0.0)
@@ -123,9 +135,7 @@ def normalize(raw, where="<config>"):
     for key in ("input-dim", "layers"):
         if key not in raw:
             raise NnetError(f"{where}: missing required key {key!r}")
-    input_dim = raw["input-dim"]
-    if not isinstance(input_dim, int) or input_dim <= 0:
-        raise NnetError(f"{where}: input-dim must be a positive integer, got {input_dim!r}")
+    input_dim = _dim(raw["input-dim"], "input-dim", where)
     default_ng = raw.get("natural-gradient", True)
     layers_in = raw["layers"]
     if not isinstance(layers_in, list) or not layers_in:
@@ -139,6 +149,8 @@ def normalize(raw, where="<config>"):
         if unknown:
             raise NnetError(f"{lw}: unknown key(s) {sorted(unknown)}")
         name = str(layer.get("name", f"layer{i + 1}"))
+        if not name or len(name.split()) != 1 or name != name.strip():  # logs print names as tokens
+            raise NnetError(f"{lw}: name {name!r} must be one word, without spaces")
         if name in names:
             raise NnetError(f"{lw}: duplicate layer name {name!r}")
         names.add(name)
@@ -146,13 +158,11 @@ def normalize(raw, where="<config>"):
         parts = _layer_parts(str(layer.get("type", "output" if is_output else "relu")), lw)
         if is_output != ("log-softmax" in parts):
             raise NnetError(f"{lw}: exactly the last layer must be of type 'output'")
-        dim = layer.get("dim")
-        if not isinstance(dim, int) or dim <= 0:
-            raise NnetError(f"{lw} ({name}): dim must be a positive integer, got {dim!r}")
+        dim = _dim(layer.get("dim"), "dim", f"{lw} ({name})")
         if i == 0 and "splice" in layer:
             raise NnetError(f"{lw} ({name}): the first layer's offsets are the top-level 'splice'")
         ng = layer.get("natural-gradient", default_ng)
-        if ng not in (True, False, "simple"):
+        if not (ng is True or ng is False or ng == "simple"):  # 1 == True, but 1 is not a setting
             raise NnetError(f"{lw} ({name}): natural-gradient must be true, false or simple")
         out = {"name": name, "parts": parts, "dim": dim,
                "max-change": _number(layer.get("max-change", 1.5 if is_output else 0.75), "max-change", f"{lw} ({name})", 0.0),

@@ -1,18 +1,20 @@
 """Model files: one torch file with the config, the state dict and small metadata.
 
 Written atomically and loaded with ``weights_only=True``, so a model file can never run code.
-Natural-gradient state is not saved: each job re-estimates it, as in Kaldi.
+Natural-gradient state is not saved: each job re-estimates it, as in Kaldi. '-' is stdin or
+stdout, as in Kaldi (``nnet-average-models 1.mdl 2.mdl - | nnet-info -``).
 """
 import io
 import os
 import re
+import sys
 import zipfile
 
 import torch
 
 from nnet_tools.model import config as config_mod
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path
+from nnet_tools.fileio import atomic_path, writing
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.model.nonlinearity import is_stat
 
@@ -28,8 +30,24 @@ def save(model, path, priors=None):
     # "unexpected pos", a plain write names it (fileio).
     buffer = io.BytesIO()
     torch.save(blob, buffer)
+    if str(path) == "-":
+        with writing("stdout"):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(buffer.getbuffer())
+            sys.stdout.buffer.flush()
+        return
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.write(buffer.getbuffer())
+
+
+_stdin = None  # stdin's bytes, read once: a program may read its model twice (priors, then all)
+
+
+def _stdin_bytes():
+    global _stdin
+    if _stdin is None:
+        _stdin = sys.stdin.buffer.read()
+    return _stdin
 
 
 def read(path, mmap=False):
@@ -38,11 +56,15 @@ def read(path, mmap=False):
     With ``mmap`` the tensors are mapped from the file, not read: only the pages of the tensors
     touched are read, and they are released when the last of them is dropped."""
     try:
+        stdin = str(path) == "-"
         # torch.save writes a zip archive; anything else would get one of torch's long messages.
-        if os.path.isfile(path) and os.access(path, os.R_OK) and not zipfile.is_zipfile(path):
-            what = "empty file" if os.path.getsize(path) == 0 else "not a zip archive: truncated, or another format"
-            raise NnetError(f"{path}: not a readable nnet-tools model file ({what})")
-        blob = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        if stdin or os.path.isfile(path) and os.access(path, os.R_OK):
+            size = len(_stdin_bytes()) if stdin else os.path.getsize(path)
+            if not zipfile.is_zipfile(io.BytesIO(_stdin_bytes()) if stdin else path):
+                what = "empty file" if size == 0 else "not a zip archive: truncated, or another format"
+                raise NnetError(f"{'stdin' if stdin else path}: not a readable nnet-tools model file ({what})")
+        source = io.BytesIO(_stdin_bytes()) if stdin else path
+        blob = torch.load(source, map_location="cpu", weights_only=True, mmap=mmap and not stdin)
     except NnetError:
         raise
     except FileNotFoundError:
