@@ -207,14 +207,16 @@ def test_memory_is_one_archive_not_the_data(tmp_path, monkeypatch):
     assert peak < total / 4, (peak, total)
 
 
-def test_failure_leaves_no_temp_dir_and_no_num_archives(tmp_path):
-    data = write_data(tmp_path / "data", [10] * 30, dims={20: 4})
+def test_a_failed_run_leaves_no_temp_dir_and_an_earlier_egs_dir_whole(tmp_path):
+    """The earlier run's info/num_archives goes only when its first file is replaced: it once went
+    before any features were read, and a failed run left a whole egs dir unusable."""
+    good, bad = write_data(tmp_path / "good", [10] * 30), write_data(tmp_path / "bad", [10] * 30, dims={20: 4})
     egs_dir = tmp_path / "egs"
-    (egs_dir / "info").mkdir(parents=True)
-    (egs_dir / "info" / "num_archives").write_text("3\n")  # from an earlier run
+    ge.get_egs(good[2], good[3], str(egs_dir), ge.EgsOptions(**SMALL))
+    before = {p: p.read_bytes() for p in egs_dir.rglob("*") if p.is_file()}
     with pytest.raises(NnetError, match="utt020.*feature dim 4 differs from 3"):
-        ge.get_egs(data[2], data[3], str(egs_dir), ge.EgsOptions(**SMALL))
-    assert os.listdir(egs_dir) == ["info"] and os.listdir(egs_dir / "info") == []
+        ge.get_egs(bad[2], bad[3], str(egs_dir), ge.EgsOptions(**SMALL))
+    assert {p: p.read_bytes() for p in egs_dir.rglob("*") if p.is_file()} == before
 
 
 def test_non_finite_features_are_an_error_or_skipped(tmp_path):

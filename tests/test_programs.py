@@ -92,6 +92,14 @@ def test_compute_writes_log_posteriors(small_model, data, tmp_path):
     outs = dict(tables.read_matrices(f"ark:{tmp_path}/post.txt"))
     assert sorted(outs) == ["utt0", "utt1", "utt2", "utt3"]
     assert np.allclose(np.exp(outs["utt0"]).sum(1), 1.0, atol=1e-4) and outs["utt0"].shape == (3, 4)
+    # A zero-length utterance is warned about and skipped, as nnet3-compute does; none done is exit 1.
+    (tmp_path / "some.txt").write_text("empty [ ]\nutt0 [ 1 2 3 4 5 6 ]\n")
+    r = run("nnet-compute", small_model[1], f"ark:{tmp_path}/some.txt", f"ark:{tmp_path}/some.ark", check=True)
+    assert "zero-length utterance: empty" in r.stderr and "Done 1 utterances, failed for 1" in r.stderr
+    assert list(dict(tables.read_matrices(f"ark:{tmp_path}/some.ark"))) == ["utt0"]
+    (tmp_path / "none.txt").write_text("empty [ ]\n")
+    r = run("nnet-compute", small_model[1], f"ark:{tmp_path}/none.txt", f"ark:{tmp_path}/none.ark")
+    assert "no utterance computed" in error_line(r) and not (tmp_path / "none.ark").exists()
 
 
 def test_help_has_an_example():
@@ -110,3 +118,6 @@ def test_usage_errors_exit_1_as_kaldi_programs_do():
     assert r.returncode == 1 and "Missing argument" in r.stderr
     r = run("nnet-train-one-job", "--learning-rate", "abc", "a", "b", "c")
     assert r.returncode == 1 and "'abc' is not a valid float" in r.stderr
+    for option, value in (("--job", "0"), ("--archives-processed", "-7")):   # once trained on some archive
+        r = run("nnet-train-one-job", "--learning-rate", "0.1", option, value, "a", "b", "c")
+        assert r.returncode == 1 and f"Invalid value for '{option}'" in r.stderr

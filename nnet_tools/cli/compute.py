@@ -7,6 +7,7 @@ from nnet_tools.report import compute
 from nnet_tools import device
 from nnet_tools.model import model_io, priors as priors_mod
 from nnet_tools.data import cmvn as cmvn_mod, tables
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.cli.common import cmvn_options, program
 
@@ -41,13 +42,19 @@ def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, prio
     log_priors = priors_mod.log_priors_for_decoding(model_priors, priors, use_priors, net.output_dim, model)
     logger.info(f"{model}: {priors_mod.log_prior_summary(log_priors)}")
     dev = device.select(use_gpu)
-    n = 0
+    done = failed = 0
     with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier, \
             tables.MatrixWriter(output_wspecifier) as writer:
         for key, feats in tables.read_matrices(feats_rspecifier):
+            if len(feats) == 0:  # as nnet3-compute: skipped, counted
+                logger.warning(f"{feats_rspecifier}: zero-length utterance: {key}")
+                failed += 1
+                continue
             if applier is not None:
                 feats = applier(key, feats)
             out = compute.log_posteriors(net, feats, key, feats_rspecifier, log_priors, dev)
             writer.write(key, np.exp(out) if apply_exp else out)
-            n += 1
-    logger.info(f"Processed {n} utterances.")
+            done += 1
+        logger.info(f"Done {done} utterances, failed for {failed}")
+        if not done:  # Kaldi exits 1 too; the writer then discards the empty output
+            raise NnetError(f"{feats_rspecifier}: no utterance computed ({failed} of zero length)")

@@ -1,3 +1,4 @@
+import math
 import os
 
 import click
@@ -34,8 +35,10 @@ from nnet_tools.cli.common import program
               help="Model edits before training (nnet3-copy --edits), e.g. 'set-dropout-proportion name=* proportion=0.25'.")
 @click.option("--num-threads", type=int, default=0, help="CPU threads for torch (0 = torch's default).")
 @click.option("--use-gpu", default="yes", help="yes|no|wait; without CUDA, yes falls back to CPU.")
-@click.option("--job", type=int, default=None, help="With an egs dir: this job's number (JOB) in the iteration.")
-@click.option("--archives-processed", type=int, default=0, help="With an egs dir: archives processed before this iteration.")
+@click.option("--job", type=click.IntRange(min=1), default=None,
+              help="With an egs dir: this job's number (JOB, from 1) in the iteration.")
+@click.option("--archives-processed", type=click.IntRange(min=0), default=0,
+              help="With an egs dir: archives processed before this iteration.")
 @click.option("--verbose", type=int, default=0)
 @click.argument("model_in")
 @click.argument("egs")
@@ -67,6 +70,8 @@ def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed
         logger.info(f"Job {job}: training on {egs}, frame {opts['frame']}")
     options = train.TrainOptions(**opts)
     options.check()
+    if not 0 < scale < math.inf:
+        raise NnetError(f"--scale must be finite and > 0, got {scale}")
     model, priors = model_io.load(model_in, with_priors=True)
     if scale != 1.0:
         logger.info(f"Scaling parameters by {scale:g}")

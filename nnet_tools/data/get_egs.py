@@ -368,11 +368,13 @@ def _start(egs_dir):
     run leaves no empty info/ behind."""
     _writable_dir(egs_dir)
     check_writable(os.path.join(egs_dir, "info"))   # before anything of an earlier run goes
-    # A stale num_archives would make this run, if interrupted, look complete.
-    stale = os.path.join(egs_dir, "info", "num_archives")
-    if os.path.exists(stale):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(stale)
+
+
+def _invalidate(egs_dir):
+    """Remove an earlier run's info/num_archives just before its first file is replaced: it
+    would make this run, if interrupted, look complete. Until then the earlier dir stays whole."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(egs_dir, "info", "num_archives"))
 
 
 def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
@@ -391,6 +393,7 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
             raise NnetError(f"{feats_rspecifier}: no training examples: {dumper.done} utterances gave egs "
                             f"(none outside valid_uttlist), {dumper.errors} had no usable targets")
         spools = dumper.spools
+        _invalidate(egs_dir)
         subsets = _subsets(_by_utterance([spools.load(dumper.valid_pool)]),
                            _by_utterance([spools.load(dumper.subset_pool)]), opts, egs_dir)
         for k in range(1, plan.num_archives + 1):
@@ -573,6 +576,7 @@ def merge_archive(egs_dir, k):
         raise NnetError(f"{egs_dir}: the dump jobs wrote no egs")
     check_writable(os.path.join(egs_dir, ORIG))   # its merged.K marker: else egs.K.ark would be left unmarked
     pieces = _pieces(egs_dir, summaries, k - 1, feat_dim, opts)
+    _invalidate(egs_dir)
     _write_archive(egs_dir, k, pieces, keys, opts, feat_dim, num_archives)
     n = sum(len(p) for p in pieces)
     del pieces
