@@ -151,6 +151,15 @@ def test_two_byte_round_trip_is_within_half_a_step(tmp_path):
                                                      atol=float(span.max()) / 65535)
 
 
+def test_values_whose_range_float32_cannot_hold_are_not_compressed(tmp_path):
+    """Finite features 3e38 apart once gave a range of inf, decoded as NaN, with exit status 0."""
+    x = np.zeros((2, 3, 4), np.float32)
+    x[1, 0, 0], x[1, 2, 3] = 3e38, -3e38
+    with pytest.raises(NnetError, match=r"c.ark: an eg's values span 6e\+38, more than float32 holds.*'u-0' on"):
+        egs_mod.write_archive(tmp_path / "c.ark", x, np.zeros((2, 1), np.int32), ["u-0", "u-1"], 1, 1, compress=True)
+    assert os.listdir(tmp_path) == []
+
+
 def test_archives_without_compression_field_still_read(tmp_path):
     """An archive as written before compression existed: the header has no 'compress' field."""
     x = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)

@@ -502,6 +502,11 @@ def test_a_stage_past_the_end_a_bad_config_or_cmd_fail_before_any_work(tmp_path,
     (tmp_path / "m.yaml").write_text(SMALL_CONFIG.replace("input-dim: 6", "input-dim: 7"))
     with pytest.raises(NnetError, match=r"m.yaml: input-dim 7 does not match the egs' feature dim 6"):
         loop.run(config=str(tmp_path / "m.yaml"))
+    (egs_info / "info" / "output_dim").write_text("5\n")   # the config's output layer has 4
+    (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
+    with pytest.raises(NnetError, match=r"m.yaml: the output layer's dim 4 is less than the egs' output dim 5"):
+        loop.run(config=str(tmp_path / "m.yaml"))   # used to fail in every job, after its retries
+    (egs_info / "info" / "output_dim").unlink()
     assert not (tmp_path / "exp" / "manifest.json").exists()
     (egs_info / "combine.egs").unlink()   # used to be found after the last iteration
     with pytest.raises(NnetError, match="combine.egs: no such file; the final combination needs it"):

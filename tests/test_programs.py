@@ -121,3 +121,12 @@ def test_usage_errors_exit_1_as_kaldi_programs_do():
     for option, value in (("--job", "0"), ("--archives-processed", "-7")):   # once trained on some archive
         r = run("nnet-train-one-job", "--learning-rate", "0.1", option, value, "a", "b", "c")
         assert r.returncode == 1 and f"Invalid value for '{option}'" in r.stderr
+
+
+def test_an_egs_archive_given_as_a_table_says_so(tmp_path):
+    """Kaldi's egs are tables ('ark:egs.1.ark'); ours are files, and 'no such egs archive' misled."""
+    from nnet_tools.data.egs import EgsArchive
+    from nnet_tools.errors import NnetError
+    (tmp_path / "egs.1.ark").write_bytes(b"")
+    with pytest.raises(NnetError, match="egs.1.ark: an egs archive is a plain file name, not a table: drop the 'ark:'"):
+        EgsArchive(f"ark:{tmp_path}/egs.1.ark")

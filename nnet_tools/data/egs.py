@@ -19,6 +19,7 @@ the minibatch being read is decoded.
 """
 import json
 import os
+import re
 
 import numpy as np
 
@@ -61,9 +62,12 @@ _STEP = np.float32(1 / 65535)
 def compress_two_byte(inputs):
     """Kaldi's kTwoByte per eg: inputs [N, rows, D] float32 -> (codes uint16, (min, range) float32 [N, 2])."""
     flat = inputs.reshape(len(inputs), -1)
-    lo, hi = flat.min(axis=1), flat.max(axis=1)
-    hi = np.where(hi == lo, lo + (1 + np.abs(lo)), hi)   # a constant eg: any positive range
-    span = (hi - lo).astype(np.float32)
+    lo, hi = flat.min(axis=1), flat.max(axis=1).astype(np.float64)
+    hi = np.where(hi == lo, lo + (1 + np.abs(lo.astype(np.float64))), hi)   # a constant eg: any positive range
+    span = hi - lo
+    if not (span <= np.finfo(np.float32).max).all():   # it would be inf, and the decoded eg NaN
+        raise ValueError(f"an eg's values span {span.max():g}, more than float32 holds: they cannot be compressed")
+    span = span.astype(np.float32)
     span[span <= 0] = 1e-5
     f = np.clip((flat - lo[:, None]) / span[:, None], 0, 1)
     codes = (f * 65535 + 0.499).astype(np.uint16)      # + 0.499: round to nearest, as Kaldi
@@ -114,7 +118,10 @@ class ArchiveWriter:
         h, f, i = self.header, self._f, self.done
         blobs = [(h["labels_offset"] + i * self.fpe * 4, labels)]
         if self.compress:
-            codes, ranges = compress_two_byte(inputs)
+            try:
+                codes, ranges = compress_two_byte(inputs)
+            except ValueError as e:
+                raise NnetError(f"{self.path}: {e} (egs from '{keys[0]}' on); dump without --compress") from None
             blobs += [(h["inputs_offset"] + i * self.rows * self.dim * 2, codes), (h["ranges_offset"] + i * 8, ranges)]
         else:
             blobs.append((h["inputs_offset"] + i * self.rows * self.dim * 4, inputs))
@@ -191,6 +198,9 @@ class EgsArchive:
                     raise NnetError(f"{self.path}: not an nnet-tools egs archive (bad magic)")
                 h = json.loads(f.read(hlen))
         except FileNotFoundError:
+            if re.match(r"(ark|scp)[,a-z]*:", self.path):   # Kaldi's egs are tables; ours are plain files
+                raise NnetError(f"{self.path}: an egs archive is a plain file name, not a table: drop the "
+                                f"'{self.path.partition(':')[0]}:'") from None
             raise NnetError(f"{self.path}: no such egs archive") from None
         except OSError as e:
             raise NnetError(f"{self.path}: cannot read egs archive: {e.strerror}") from None

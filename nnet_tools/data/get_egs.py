@@ -194,7 +194,10 @@ class _Dumper:
                 if cmvn is not None:
                     feats = cmvn(key, feats)  # Kaldi's get_egs.sh pipes the features through apply-cmvn
                 ids = targets[key]
-                if feats.shape[0] == 0 or abs(len(ids) - feats.shape[0]) > self.opts.targets_length_tolerance:
+                if feats.shape[0] == 0:
+                    self.skip(f"Empty feature matrix for utterance {key}")
+                    continue
+                if abs(len(ids) - feats.shape[0]) > self.opts.targets_length_tolerance:
                     self.skip(f"Targets do not have expected length for utterance {key}: expected length = "
                               f"{feats.shape[0]}, got {len(ids)} (--targets-length-tolerance "
                               f"{self.opts.targets_length_tolerance})")

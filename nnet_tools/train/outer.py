@@ -85,6 +85,22 @@ def removable(it, preserve_interval, combine_set):
     return not schedule.keep_model(it, preserve_interval, combine_set)
 
 
+def check_dims(where, cfg, egs_dir):
+    """The model (config ``cfg``, named ``where``) takes the egs' features and has an output for
+    every target in them; not found in every job's log. A hand-made egs dir may lack the info."""
+    info = os.path.join(egs_dir, "info")
+    if os.path.exists(os.path.join(info, "feat_dim")):
+        feat_dim = read_info(egs_dir, "feat_dim")
+        if cfg["input-dim"] != feat_dim:
+            raise NnetError(f"{where}: input-dim {cfg['input-dim']} does not match the egs' feature dim {feat_dim} "
+                            f"({info}/feat_dim)")
+    if os.path.exists(os.path.join(info, "output_dim")):
+        egs_out, model_out = read_info(egs_dir, "output_dim"), cfg["layers"][-1]["dim"]
+        if model_out < egs_out:
+            raise NnetError(f"{where}: the output layer's dim {model_out} is less than the egs' output dim {egs_out} "
+                            f"({info}/output_dim): targets up to {egs_out - 1}")
+
+
 class OuterLoop:
     """One training run in ``dir`` on ``egs_dir``; ``run`` does the stages from ``stage`` on."""
 
@@ -169,17 +185,9 @@ class OuterLoop:
         if stage is not None and stage > -1:
             return
         if input_model:   # stage -1 copies it (a config is then not used)
-            model_io.read(input_model, mmap=True)
-            return
-        if not config:
-            return
-        cfg = config_mod.load(config)
-        if not os.path.exists(os.path.join(self.egs_dir, "info", "feat_dim")):  # a hand-made egs dir
-            return
-        feat_dim = read_info(self.egs_dir, "feat_dim")
-        if cfg["input-dim"] != feat_dim:
-            raise NnetError(f"{config}: input-dim {cfg['input-dim']} does not match the egs' feature dim {feat_dim} "
-                            f"({self.egs_dir}/info/feat_dim)")
+            check_dims(input_model, model_io.read(input_model, mmap=True)["config"], self.egs_dir)
+        elif config:
+            check_dims(config, config_mod.load(config), self.egs_dir)
 
     def check_manifest(self, stage, config, input_model):
         """The stage to start at, after checking this run's settings against the dir's manifest."""

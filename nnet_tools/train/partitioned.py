@@ -13,6 +13,7 @@ import sys
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, make_dirs
+from nnet_tools.model import config as config_mod
 from nnet_tools.train import manifest, options, outer, schedule
 from nnet_tools.train.exp_lock import ExpLock
 from nnet_tools.train.launcher import Launcher
@@ -100,6 +101,8 @@ class Partitioned:
         call merges a new DIR/merged.mdl, which starts the full model over."""
         stages = range(stage, stop_stage + 1)
         self.running = stage
+        if 0 in stages:   # before any sub-model trains: not found in every job's log
+            outer.check_dims(config, config_mod.load(config), self.egs_dir)
         if {0, 1, 2} & set(stages):
             with ExpLock(self.dir) as lock:   # stage 3's outer loop takes the lock itself
                 self.launcher.tick = lock.beat
