@@ -159,6 +159,37 @@ def test_split_writes_seeded_sub_models_and_merge_restores_the_full_shapes(split
         assert torch.equal(a, b)
 
 
+def test_the_presoftmax_scale_goes_to_every_sub_model_and_back_to_the_merged_model(tmp_path):
+    """--trainer.presoftmax-prior-scale-power was silently ignored by partition pre-training, and
+    splitting a model file dropped its scale."""
+    part = partition.split(parse(NO_DROPOUT), 2)
+    scale = torch.tensor([1.0, 2.0, 0.5, 3.0])
+    subs = sub_models(part)
+    for m in subs:
+        m.set_presoftmax_scale(scale)
+    merged, _ = partition.merge(subs, part, noise_fraction=0)
+    windows = torch.randn(20, 5, 5, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        each = torch.stack([logits(m.eval(), windows) for m in subs])   # scaled logits
+        assert torch.allclose(merged.eval()(windows), torch.log_softmax(each.mean(0), -1), atol=1e-5)
+    subs[1].layers[-1].presoftmax_scale = None
+    with pytest.raises(NnetError, match="presoftmax scales differ"):
+        partition.merge(subs, part, noise_fraction=0)
+    (tmp_path / "full.yaml").write_text(NO_DROPOUT)
+    (tmp_path / "ps.vec").write_text("[ 1 2 0.5 3 ]\n")
+    run("nnet-init", "--presoftmax-prior-scale", tmp_path / "ps.vec", tmp_path / "full.yaml", tmp_path / "full.mdl",
+        check=True)
+    run("nnet-split-submodels", tmp_path / "full.mdl", 2, tmp_path / "a", check=True)   # the model's own
+    run("nnet-split-submodels", "--presoftmax-prior-scale", tmp_path / "ps.vec", tmp_path / "full.yaml", 2,
+        tmp_path / "b", check=True)
+    for d in ("a", "b"):
+        assert torch.equal(model_io.load(tmp_path / d / "sub.2.mdl").layers[-1].presoftmax_scale, scale)
+    (tmp_path / "bad.vec").write_text("[ 1 2 ]\n")
+    assert "bad.vec: presoftmax scale has 2 values; the model has 4 outputs" in error_line(run(
+        "nnet-split-submodels", "--presoftmax-prior-scale", tmp_path / "bad.vec", tmp_path / "full.yaml", 2,
+        tmp_path / "c"))
+
+
 def test_split_errors(tmp_path):
     cfg = tmp_path / "full.yaml"
     cfg.write_text(MIXED)

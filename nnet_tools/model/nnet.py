@@ -67,6 +67,16 @@ class Affine(nn.Module):
         return F.linear(x, self.weight, self.bias)
 
 
+def presoftmax_scale(scale, output_dim):
+    """``scale`` as a float32 tensor, checked to be a positive finite value per output."""
+    scale = torch.as_tensor(scale, dtype=torch.float32).flatten()
+    if scale.shape[0] != output_dim:
+        raise NnetError(f"presoftmax scale has {scale.shape[0]} values; the model has {output_dim} outputs")
+    if not bool(torch.isfinite(scale).all()) or bool((scale <= 0).any()):
+        raise NnetError("presoftmax scale must be positive and finite")
+    return scale
+
+
 class BatchNorm(nn.BatchNorm1d):
     """Kaldi's BatchNormComponent: normalise to unit rms, no learned scale or offset.
 
@@ -207,11 +217,7 @@ class Nnet(nn.Module):
 
     def set_presoftmax_scale(self, scale):
         """Fix the output layer's per-class pre-softmax scale (a [num_classes] vector)."""
-        scale = torch.as_tensor(scale, dtype=torch.float32).flatten()
-        if scale.shape[0] != self.output_dim:
-            raise NnetError(f"presoftmax scale has {scale.shape[0]} values; the model has {self.output_dim} outputs")
-        if not bool(torch.isfinite(scale).all()) or bool((scale <= 0).any()):
-            raise NnetError("presoftmax scale must be positive and finite")
+        scale = presoftmax_scale(scale, self.output_dim)
         output = self.layers[-1]
         output.presoftmax_scale = scale.to(output.affine.weight.device)
 

@@ -94,15 +94,18 @@ def _refuse_tdnn(cfg, where):
                             f"partition pre-training supports only the top-level input splice")
 
 
-def read_full_config(path):
-    """The full config from a YAML model config or from a model file (its stored config)."""
+def read_full(path):
+    """(full config, presoftmax scale or None) from a YAML model config or from a model file
+    (its stored config and its output layer's fixed scale)."""
     if zipfile.is_zipfile(path):  # torch.save's format; a YAML file never is one
-        return model_io.load(path).config
-    return config_mod.load(path)
+        model = model_io.load(path)
+        return model.config, model.layers[-1].presoftmax_scale
+    return config_mod.load(path), None
 
 
-def split_to_dir(cfg, k, out_dir, srand=0, allow_uneven=False, where="<config>"):
-    """Write out_dir/partition.yaml, and sub.J.yaml + sub.J.mdl (J = 1..k, own seeded init).
+def split_to_dir(cfg, k, out_dir, srand=0, allow_uneven=False, where="<config>", presoftmax_scale=None):
+    """Write out_dir/partition.yaml, and sub.J.yaml + sub.J.mdl (J = 1..k, own seeded init; each
+    with the full model's fixed presoftmax scale, if given: every sub-model has all outputs).
     The set is written in a scratch directory and moved in at the end: a failed split leaves
     an earlier set whole, never some of its files replaced."""
     part = split(cfg, k, allow_uneven, where)
@@ -114,6 +117,8 @@ def split_to_dir(cfg, k, out_dir, srand=0, allow_uneven=False, where="<config>")
             write_text(f"{scratch}/sub.{j + 1}.yaml", config_mod.to_yaml(sub_cfg))
             torch.manual_seed(seeds[j])
             model = Nnet(sub_cfg)
+            if presoftmax_scale is not None:
+                model.set_presoftmax_scale(presoftmax_scale)
             model_io.save(model, f"{scratch}/sub.{j + 1}.mdl")
             names += [f"sub.{j + 1}.yaml", f"sub.{j + 1}.mdl"]
             logger.info(f"Sub-model {j + 1}: {num_parameters(model)} parameters; wrote {out_dir}/sub.{j + 1}.mdl")
@@ -234,6 +239,13 @@ def merge(models, part, output_scale=None, noise_fraction=0.02, generator=None):
             for j, sub in enumerate(subs):
                 index = (rows[j] if rows else slice(None),) + ((cols[j] if cols else slice(None),) if tensor.dim() == 2 else ())
                 tensor[index] += sub[name] if rows else scale * sub[name]
+    # The output is the mean of the sub-models' logits: their shared fixed scale carries over.
+    scales = [m.layers[-1].presoftmax_scale for m in models]
+    if any(s is None for s in scales) != all(s is None for s in scales) or (
+            scales[0] is not None and not all(torch.equal(s, scales[0]) for s in scales)):
+        raise NnetError("the sub-models' presoftmax scales differ: they were not split from one model")
+    if scales[0] is not None:
+        full.set_presoftmax_scale(scales[0])
     return full, add_noise(full, noise_fraction, generator)
 
 

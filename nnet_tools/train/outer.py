@@ -101,6 +101,17 @@ def check_dims(where, cfg, egs_dir):
                             f"({info}/output_dim): targets up to {egs_out - 1}")
 
 
+def presoftmax_option(opts, egs_dir, dir):
+    """With --trainer.presoftmax-prior-scale-power: DIR/presoftmax_prior_scale.vec, computed from the
+    egs' class counts, as the ['--presoftmax-prior-scale=VEC'] option of the program making the
+    initial model(s); else []."""
+    if not opts.presoftmax_prior_scale_power:
+        return []
+    vec = os.path.join(dir, "presoftmax_prior_scale.vec")
+    vectors.write_vector(vec, presoftmax.prior_scale(presoftmax.egs_counts(egs_dir), opts.presoftmax_prior_scale_power))
+    return [f"--presoftmax-prior-scale={vec}"]
+
+
 class OuterLoop:
     """One training run in ``dir`` on ``egs_dir``; ``run`` does the stages from ``stage`` on."""
 
@@ -286,12 +297,7 @@ class OuterLoop:
         if input_model:
             self.launcher.run("init_model.log", ["nnet-average-models", input_model, self.mdl(0)])
         elif config:
-            scale = []
-            if self.opts.presoftmax_prior_scale_power:
-                vec = self.path("presoftmax_prior_scale.vec")
-                vectors.write_vector(vec, presoftmax.prior_scale(presoftmax.egs_counts(self.egs_dir),
-                                                                 self.opts.presoftmax_prior_scale_power))
-                scale = [f"--presoftmax-prior-scale={vec}"]
+            scale = presoftmax_option(self.opts, self.egs_dir, self.dir)
             self.launcher.run("init_model.log", ["nnet-init", f"--srand={self.opts.srand}", *scale, config, self.mdl(0)])
         else:
             raise NnetError("stage -1 needs --config or --trainer.input-model")

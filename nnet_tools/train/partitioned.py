@@ -123,6 +123,7 @@ class Partitioned:
             self.running = 0
             self.launcher.run("split.log", ["nnet-split-submodels", f"--srand={self.opts.srand}",
                                             *(["--allow-uneven"] if self.popts.allow_uneven else []),
+                                            *outer.presoftmax_option(self.opts, self.egs_dir, dir),
                                             config, str(k), os.path.join(dir, "split")])
         if 1 in stages:
             self.running = 1
