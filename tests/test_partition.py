@@ -215,6 +215,8 @@ def test_merge_refuses_sub_models_that_do_not_belong_together(split_dir, tmp_pat
     dest = tmp_path / "merged.mdl"
     line = error_line(run("nnet-merge-submodels", *mixed, dest))
     assert "other/sub.2.mdl: sub-model does not match" in line and "layer 'b' dim: 16 vs 8" in line
+    line = error_line(run("nnet-merge-submodels", mine[0], mine[1], mine[0], dest))   # once merged as 3
+    assert line.endswith(f"{mine[0]}: the same file as {mine[0]}: give each sub-model once")
     line = error_line(run("nnet-merge-submodels", "--partition", part, *mixed, dest))
     assert "other/sub.2.mdl: not sub-model 2 of" in line and "layer 'b' dim: 16 vs 8" in line
     assert not dest.exists()

@@ -266,6 +266,12 @@ def add_noise(model, fraction, generator=None):
 
 def merge_files(paths, out, partition_file=None, output_scale=None, noise_fraction=0.02, srand=0):
     """nnet-merge-submodels: load, check, merge, add noise, write; logs what it did."""
+    first = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in first:
+            raise NnetError(f"{path}: the same file as {first[real]}: give each sub-model once")
+        first[real] = path
     models = [model_io.load(p) for p in paths]
     for model, path in zip(models, paths):
         if bad := model.nonfinite():
