@@ -365,6 +365,8 @@ def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info,
     drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
     exp = tmp_path / "exp"
     (exp / "9.3.mdl").write_text("a job's model from a killed iteration")
+    for name in ("train.7.1.log", "compute_prob_valid.8.log", "combine.log", "compute_prob_valid.final.log"):
+        (exp / "log" / name).write_text("the earlier run's\n")
     capsys.readouterr()
     with pytest.raises(NnetError, match="iteration 2: only 0/"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, cleanup=False,
@@ -373,6 +375,15 @@ def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info,
             in capsys.readouterr().out)  # 0..8.mdl, 9.3.mdl, final.mdl and accuracy.report
     assert sorted(n for n in os.listdir(exp) if outer.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
     assert not (exp / "final.mdl").exists() and not (exp / "accuracy.report").exists()
+    # The earlier run's logs of what was removed went with it: nnet-report showed its figures.
+    logs = os.listdir(exp / "log")
+    assert not [n for n in logs if outer.FINAL_LOG_RE.fullmatch(n)]
+    assert max(int(m["n"]) for n in logs if (m := outer.ITER_LOG_RE.fullmatch(n))) == 2   # the new run's
+    later = {n for n in ("train.2.1.log", "train.3.1.log", "select.3.log", "average.3.log", "average.4.log",
+                         "compute_prob_valid.3.log", "compute_prob_valid.4.log", "progress.4.log")
+             if outer._log_is_later(outer.ITER_LOG_RE.fullmatch(n), 3)}
+    assert later == {"train.3.1.log", "select.3.log", "average.3.log", "average.4.log", "compute_prob_valid.4.log",
+                     "progress.4.log"}
     _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
     assert "resuming at iteration 2" in capsys.readouterr().out
     assert [name for name, _ in rec.commands if name.startswith("train.")][0] == "train.2.JOB.log"

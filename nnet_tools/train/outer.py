@@ -31,6 +31,12 @@ ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are n
 NONFINITE_RE = re.compile(r"non-?finite|not finite", re.I)
 TRAINING_FAULT_RE = re.compile(r": minibatch \d+: |" + NONFINITE_RE.pattern, re.I)  # egs that were read, trained on
 MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J.mdl, N.outer
+# An iteration's logs: train.N.J, select.N, average.N(.J), outer.N (they make N+1.mdl), and
+# progress.N, compute_prob_*.N (of N.mdl); then the final combination's.
+# (A partitioned dir's log/ also holds the sub-models' own: train_sub.N.J.log and the like.)
+ITER_LOG_RE = re.compile(r"(?P<kind>train|select|average|outer|progress|compute_prob_valid|compute_prob_train)"
+                         r"\.(?P<n>\d+)(?:\.\d+)?\.log")
+FINAL_LOG_RE = re.compile(r"combine\.log|compute_prob_(?:valid|train)\.final\.log")
 SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
@@ -110,6 +116,12 @@ def presoftmax_option(opts, egs_dir, dir):
     vec = os.path.join(dir, "presoftmax_prior_scale.vec")
     vectors.write_vector(vec, presoftmax.prior_scale(presoftmax.egs_counts(egs_dir), opts.presoftmax_prior_scale_power))
     return [f"--presoftmax-prior-scale={vec}"]
+
+
+def _log_is_later(match, stage):
+    """Whether an iteration log (ITER_LOG_RE) belongs to what a run starting at ``stage`` redoes."""
+    n = int(match["n"])
+    return n >= stage if match["kind"] in ("train", "select", "average", "outer") else n > stage
 
 
 class OuterLoop:
@@ -228,9 +240,15 @@ class OuterLoop:
         later += [name for name in ("final.mdl", "accuracy.report") if os.path.exists(self.path(name))]
         for name in later:
             os.remove(self.path(name))
-        if later:
+        # Their logs too: a run stopped early would otherwise be reported with the earlier run's figures.
+        logs = [name for name in os.listdir(self.path("log")) if FINAL_LOG_RE.fullmatch(name) or (
+                (m := ITER_LOG_RE.fullmatch(name)) and _log_is_later(m, stage))]
+        for name in logs:
+            os.remove(os.path.join(self.path("log"), name))
+        if later or logs:
             self.say(f"{self.name}: starting at stage {stage}: removed {len(later)} later models and outer states "
-                     f"of an earlier run ({', '.join(sorted(later, key=_natural)[:3])}{', ...' if len(later) > 3 else ''})")
+                     f"of an earlier run ({', '.join(sorted(later, key=_natural)[:3])}{', ...' if len(later) > 3 else ''}), "
+                     f"and {len(logs)} of its logs")
 
     def resume_point(self):
         """num_iters + 1 if the run is complete; else the newest iteration with a whole model."""
