@@ -36,7 +36,7 @@ MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J
 # (A partitioned dir's log/ also holds the sub-models' own: train_sub.N.J.log and the like.)
 ITER_LOG_RE = re.compile(r"(?P<kind>train|select|average|outer|progress|compute_prob_valid|compute_prob_train)"
                          r"\.(?P<n>\d+)(?:\.\d+)?\.log")
-FINAL_LOG_RE = re.compile(r"combine\.log|compute_prob_(?:valid|train)\.final\.log")
+FINAL_LOG_RE = re.compile(r"combine\.log|(?:compute_prob_valid|compute_prob_train|progress)\.final\.log")
 SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
