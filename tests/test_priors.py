@@ -68,6 +68,15 @@ def test_vector_files_round_trip(tmp_path):
         priors.read(str(tmp_path / "nope.vec"))
 
 
+def test_vector_files_are_written_where_there_is_no_memfd(tmp_path, monkeypatch):
+    """Not on Linux: Kaldi writes the temp file itself (and a full disk would crash it, as before)."""
+    import os
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    tables.write_vector(tmp_path / "v.vec", np.array([0.5, 2.0]))
+    np.testing.assert_array_equal(tables.read_vector(str(tmp_path / "v.vec")), [0.5, 2.0])
+    assert os.listdir(tmp_path) == ["v.vec"]
+
+
 def _first_object(ark):
     """The value of an archive's first entry, which is exactly a Kaldi object file's content:
     binary '\\0B' 'FV '|'DV ' '\\4' <int32 n> <n values>, or text '[ ... ]'."""

@@ -219,10 +219,10 @@ def test_wav_scp_commands_channels_and_the_programs_own_options(tmp_path):
     rate, right = features.read_wav(str(tmp_path / "st.wav"), "u", channel=1)
     np.testing.assert_array_equal(right, SAMPLES[::-1])
     assert features.read_wav(str(tmp_path / "st.wav"), "u", channel=2)[1] is None
-    assert features._utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u") is None  # 0.1 s < 0.2 s
+    assert features.utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u") is None  # 0.1 s < 0.2 s
     opts, wave_opts = features.make_options("mfcc", overrides=["--allow-downsample=true", "--sample-frequency=8000"])
     with pytest.raises(NnetError, match="resampling is not supported"):
-        features._utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u")
+        features.utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u")
     with pytest.raises(NnetError, match="--vtln-warp=0.9 is not supported, only 1.0"):
         features.make_options("mfcc", overrides=["--vtln-warp=0.9"])
 

@@ -353,8 +353,9 @@ def test_fifos_and_the_standard_streams_by_name(tmp_path):
             w.write(key, value)
     os.mkfifo(tmp_path / "fifo")
     copy = f'{sys.executable} -c "$COPY"'
-    for shell, out in [(f"cat in.ark > fifo & {copy} ark:fifo ark:/dev/stdout 1 | {copy} ark:/dev/stdin ark:out.ark 1",
-                        "out.ark"),
+    # The writer into the FIFO is killed at the end: if the reader never opened it, it would wait forever.
+    for shell, out in [(f"cat in.ark > fifo & {copy} ark:fifo ark:/dev/stdout 1 | {copy} ark:/dev/stdin ark:out.ark 1; "
+                        f"rc=$?; kill $! 2>/dev/null; exit $rc", "out.ark"),
                        (f"{copy} ark:<(cat in.ark) ark:>(cat > sub.ark) 1; wait $!", "sub.ark")]:
         subprocess.run(["bash", "-c", shell], cwd=tmp_path, env=dict(os.environ, COPY=COPY), check=True)
         assert (tmp_path / out).read_bytes() == (tmp_path / "in.ark").read_bytes()

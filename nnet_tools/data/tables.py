@@ -644,7 +644,11 @@ def write_double_matrix(path, matrix, binary=True):
 
 def _write_object(path, value, binary):
     """Kaldi's writer of a single object crashes the process (SIGSEGV) when a write fails, as on
-    a full disk: it writes to memory here, and Python writes the file."""
+    a full disk: it writes to memory here (Linux), and Python writes the file."""
+    if not hasattr(os, "memfd_create"):
+        with atomic_path(path) as tmp:
+            _Kaldi(str(path))(lambda: value.write(tmp, binary))
+        return
     memory = os.memfd_create("kaldi-object")
     try:
         _Kaldi(str(path))(lambda: value.write(f"/proc/self/fd/{memory}", binary))

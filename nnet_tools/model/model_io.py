@@ -58,7 +58,7 @@ def read(path, mmap=False):
     try:
         stdin = str(path) == "-"
         # torch.save writes a zip archive; anything else would get one of torch's long messages.
-        if stdin or os.path.isfile(path) and os.access(path, os.R_OK):
+        if stdin or (os.path.isfile(path) and os.access(path, os.R_OK)):
             size = len(_stdin_bytes()) if stdin else os.path.getsize(path)
             if not zipfile.is_zipfile(io.BytesIO(_stdin_bytes()) if stdin else path):
                 what = "empty file" if size == 0 else "not a zip archive: truncated, or another format"

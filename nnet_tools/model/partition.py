@@ -241,8 +241,7 @@ def merge(models, part, output_scale=None, noise_fraction=0.02, generator=None):
                 tensor[index] += sub[name] if rows else scale * sub[name]
     # The output is the mean of the sub-models' logits: their shared fixed scale carries over.
     scales = [m.layers[-1].presoftmax_scale for m in models]
-    if any(s is None for s in scales) != all(s is None for s in scales) or (
-            scales[0] is not None and not all(torch.equal(s, scales[0]) for s in scales)):
+    if len({None if s is None else tuple(s.tolist()) for s in scales}) > 1:
         raise NnetError("the sub-models' presoftmax scales differ: they were not split from one model")
     if scales[0] is not None:
         full.set_presoftmax_scale(scales[0])

@@ -212,7 +212,7 @@ def compute_table(opts, wave, wav_scp, writer, log):
     for utt, rxfilename in read_wav_scp(wav_scp):
         where = f"{wav_scp}: utt '{utt}'"
         try:
-            feats = _utterance_features(opts, wave, rxfilename, where)
+            feats = utterance_features(opts, wave, rxfilename, where)
         except NnetError as e:
             log.warning(f"{e}; skipping it")
             feats = None
@@ -224,7 +224,9 @@ def compute_table(opts, wave, wav_scp, writer, log):
     return done, failed
 
 
-def _utterance_features(opts, wave, rxfilename, where):
+def utterance_features(opts, wave, rxfilename, where):
+    """One utterance's features, as compute_table makes them; None for no output (no such
+    channel, shorter than --min-duration), with a warning."""
     rate, samples = read_wav(rxfilename, where, wave.channel)
     if samples is None:
         return None
