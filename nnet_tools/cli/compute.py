@@ -57,4 +57,5 @@ def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, prio
             done += 1
         logger.info(f"Done {done} utterances, failed for {failed}")
         if not done:  # Kaldi exits 1 too; the writer then discards the empty output
-            raise NnetError(f"{feats_rspecifier}: no utterance computed ({failed} of zero length)")
+            raise NnetError(f"{feats_rspecifier}: no utterance computed"
+                            + (f" ({failed} of zero length)" if failed else ": no features read"))
