@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Kaldi's steps/compute_cmvn_stats.sh: per-speaker CMVN statistics -> DATA/cmvn.scp.
+help_message="Usage: steps/compute_cmvn_stats.sh <data-dir> [<log-dir> [<cmvn-dir>]]
+ e.g.: steps/compute_cmvn_stats.sh data/train exp/make_mfcc/train mfcc
+ (as Kaldi's: <log-dir> defaults to <data-dir>/log, <cmvn-dir> to <data-dir>/data)"
 set -euo pipefail
-[ $# -eq 3 ] || { echo "Usage: steps/compute_cmvn_stats.sh <data-dir> <log-dir> <cmvn-dir>
- e.g.: steps/compute_cmvn_stats.sh data/train exp/make_mfcc/train mfcc" 1>&2; exit 1; }
-data=$1; logdir=$2; cmvndir=$3
+. "$(dirname "$0")/parse_options.sh"
+[ $# -ge 1 ] && [ $# -le 3 ] || { echo "$help_message" 1>&2; exit 1; }
+data=$1; logdir=${2:-$data/log}; cmvndir=${3:-$data/data}
+for f in $data/feats.scp $data/spk2utt; do
+  [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
+done
 name=$(basename $data)
 mkdir -p $logdir $cmvndir
 cmvndir=$(cd $cmvndir && pwd)

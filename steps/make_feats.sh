@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Kaldi's steps/make_mfcc.sh / make_fbank.sh: DATA/wav.scp -> FEAT_DIR/raw_<type>_<name>.JOB.{ark,scp}
 # through $cmd JOB=1:nj, then DATA/feats.scp. A wav that cannot be read is skipped and counted.
-help_message="Usage: steps/make_feats.sh [options] <data-dir> <log-dir> <feat-dir>
+help_message="Usage: steps/make_feats.sh [options] <data-dir> [<log-dir> [<feat-dir>]]
  e.g.: steps/make_feats.sh --feat-type mfcc --conf conf/mfcc.conf --nj 4 --cmd \"\$train_cmd\" data/train exp/make_mfcc/train mfcc
-Options: --feat-type mfcc|fbank, --conf, --nj, --cmd"
+Options: --feat-type mfcc|fbank, --conf, --nj, --cmd
+(as Kaldi's: <log-dir> defaults to <data-dir>/log, <feat-dir> to <data-dir>/data)"
 set -euo pipefail
 cmd="nnet-queue local"
 nj=4
 feat_type=mfcc
 conf=
 . "$(dirname "$0")/parse_options.sh"
-[ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
-data=$1; logdir=$2; featdir=$3
+[ $# -ge 1 ] && [ $# -le 3 ] || { echo "$help_message" 1>&2; exit 1; }
+data=$1; logdir=${2:-$data/log}; featdir=${3:-$data/data}
 [ -f $data/wav.scp ] || { echo "$0: expected file $data/wav.scp to exist" 1>&2; exit 1; }
 name=$(basename $data)
 mkdir -p $logdir $featdir

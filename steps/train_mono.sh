@@ -20,7 +20,11 @@ scale_opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1"
 . "$(dirname "$0")/parse_options.sh"
 [ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
 [ "$max_iter_inc" -ge 1 ] 2>/dev/null || { echo "$0: --max-iter-inc must be an integer >= 1" 1>&2; exit 1; }
+[[ "$stage" =~ ^-?[0-9]+$ ]] || { echo "$0: --stage must be an integer, got '$stage'" 1>&2; exit 1; }
 data=$1; lang=$2; dir=$3
+# Every later stage reads the Gaussian count that stage -3 logged.
+[ $stage -le -3 ] || [ -f $dir/log/init.log ] || \
+  { echo "$0: --stage $stage needs $dir/log/init.log, which stage -3 writes" 1>&2; exit 1; }
 for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done

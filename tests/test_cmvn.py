@@ -191,6 +191,17 @@ def test_bad_input_is_one_line(data_dir, tmp_path):
     assert not (tmp_path / "o.ark").exists()
 
 
+def test_the_stage_script_takes_kaldis_one_argument_form(data_dir, tmp_path):
+    """steps/compute_cmvn_stats.sh <data> [<log> [<cmvn-dir>]], as Kaldi's (once: exactly 3)."""
+    import subprocess
+    from conftest import REPO
+    d, feats, _ = data_dir
+    r = subprocess.run(["bash", REPO / "steps" / "compute_cmvn_stats.sh", d], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (d / "cmvn.scp").read_text() == (d / "data" / "cmvn_data.scp").read_text() and (d / "log" / "cmvn_data.log").exists()
+    assert sorted(dict(tables.read_double_matrices(f"scp:{d}/cmvn.scp"))) == ["spkA", "spkB"]
+
+
 def test_features_that_cannot_be_summed_name_their_key(tmp_path):
     """Kaldi asserts on these; a dimension that changes within a speaker or over the whole
     input, and an empty matrix, are one line naming the table and the key."""

@@ -97,6 +97,18 @@ def test_array_with_one_failing_task(engine, tmp_path):
     assert read_log(tmp_path / "log/one.log")[1:3] == ("single job\n", 0)
 
 
+def test_a_refused_submission_keeps_the_earlier_logs(engine, tmp_path):
+    """They were removed before submitting: a refused job left neither the old logs nor new ones."""
+    assert queue(engine, tmp_path, "JOB=1:2", "log/x.JOB.log", "echo", "first", "JOB").returncode == 0
+    before = {n: (tmp_path / "log" / n).read_text() for n in ("x.1.log", "x.2.log")}
+    r = queue(engine, tmp_path, "--time", "garbage", "JOB=1:2", "log/x.JOB.log", "echo", "second", "JOB")
+    assert r.returncode == 1 and "submitting log/x.*.log failed" in error_line(r)
+    assert {n: (tmp_path / "log" / n).read_text() for n in before} == before
+    assert queue(engine, tmp_path, "JOB=1:2", "log/x.JOB.log", "echo", "third", "JOB").returncode == 0
+    assert "third 2" in (tmp_path / "log" / "x.2.log").read_text()
+    assert not [p for p in (tmp_path / "log" / "q").iterdir() if ".old." in p.name]
+
+
 def test_max_jobs_run_is_honoured(engine, tmp_path):
     # Each task marks itself running, records how many are, then unmarks itself; the node
     # has CPUs for two at once, so without the throttle two would be seen.

@@ -158,6 +158,8 @@ def test_pick_failed_reruns_only_unfinished(tmp_path):
     (["JOB=0:3", "log/a.JOB.log", "true"], "invalid job range JOB=0:3: start must be >= 1"),
     (["JOB=3:1", "log/a.JOB.log", "true"], "invalid job range JOB=3:1: start is after end"),
     (["JOB=1:x", "log/a.JOB.log", "true"], "invalid job range JOB=1:x"),
+    (["JOB=1:2", "JOB=1:3", "log/a.JOB.log", "true"], "two job ranges, JOB=1:2 and JOB=1:3"),  # once a log name
+    (["JOB=1:99999999999", "log/a.JOB.log", "true"], "more than 1000000 tasks"),               # once a MemoryError
     (["JOB=1:3", "log/a.log", "true"], "3 tasks would all write to one log file log/a.log"),
     (["JOB=1:3", "log/a.JOB.log"], "no command given after the log file log/a.JOB.log"),
     (["--max-jobs-run", "0", "log/a.log", "true"], "invalid value '0' for --max-jobs-run"),
@@ -281,3 +283,13 @@ def test_config_files_kaldi_reads(tmp_path, monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="nnet_tools"):
         assert config.load("slurm").source == "built-in queue config"
     assert "conf/queue.conf has a [slurm] section, which nnet-queue slurm no longer reads" in caplog.text
+
+
+def test_a_command_with_bytes_that_are_not_utf8(tmp_path):
+    """A Latin-1 file name reaches the task as bytes, as under run.pl (once a UnicodeEncodeError)."""
+    name = b"caf\xe9.txt"
+    (tmp_path / os.fsdecode(name)).write_text("hello\n")
+    r = subprocess.run([b"nnet-queue", b"local", b"log/l.log", b"cat", name], cwd=tmp_path, capture_output=True)
+    assert r.returncode == 0, r.stderr
+    log = (tmp_path / "log" / "l.log").read_bytes()
+    assert log.startswith(b"# cat " + name + b"\n") and b"\nhello\n" in log

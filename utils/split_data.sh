@@ -4,6 +4,7 @@
 set -euo pipefail
 [ $# -eq 2 ] || { echo "Usage: utils/split_data.sh <data-dir> <num-to-split>   e.g. utils/split_data.sh data/train 4" 1>&2; exit 1; }
 data=$1; n=$2
+[[ $n =~ ^[1-9][0-9]*$ ]] || { echo "$0: Invalid num-split argument '$n': expected a positive integer" 1>&2; exit 1; }
 [ -f $data/spk2utt ] || { echo "$0: expected file $data/spk2utt to exist" 1>&2; exit 1; }
 nspk=$(wc -l < $data/spk2utt)
 [ $nspk -ge $n ] || { echo "$0: $data has $nspk speakers, fewer than $n jobs" 1>&2; exit 1; }

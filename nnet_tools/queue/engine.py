@@ -158,25 +158,43 @@ class EngineBackend(Backend):
             raise NnetError(f"{self.name}: '{command[0]}' not found on PATH: is this a {self.title} "
                             f"submit host? (submit command from {queue_config.source})")
         self.files = wrapper.Files.for_spec(spec, token=self.tag)
-        for task in tasks:   # a task that never starts must not leave an old run's log behind
-            log = spec.log_for(task)
-            make_dirs(os.path.dirname(log) or ".")
-            _remove(log)
-        _remove(self.files.output)
-        wrapper.write(spec, self.files, self.task_variable, tasks)
-        argv = command + self.submit_options(self.files, tasks) + flags + [self.files.script]
         self.job = None
-        self.submitted = int(time.time())
+        # A task that never starts must not leave an old run's log behind; but until the engine
+        # has the job, nothing has run, and a refused submission gives the old logs back.
+        aside = self._old_logs_aside(tasks)
         try:
-            self._submit(argv)
-            return self._wait(self.job, tasks)
-        except BaseException as e:
-            signum = e.signum if isinstance(e, Interrupted) else signal.SIGTERM
-            for found in [self.job] if self.job is not None else self._find_own_jobs():
-                self._cancel(found, tasks, signum)
-            raise
+            _remove(self.files.output)
+            wrapper.write(spec, self.files, self.task_variable, tasks)
+            argv = command + self.submit_options(self.files, tasks) + flags + [self.files.script]
+            self.submitted = int(time.time())
+            try:
+                self._submit(argv)
+                return self._wait(self.job, tasks)
+            except BaseException as e:
+                signum = e.signum if isinstance(e, Interrupted) else signal.SIGTERM
+                for found in [self.job] if self.job is not None else self._find_own_jobs():
+                    self._cancel(found, tasks, signum)
+                raise
+            finally:
+                self.files.remove_markers(tasks)
         finally:
-            self.files.remove_markers(tasks)
+            for log, old in aside.items():
+                if self.job is None and not os.path.lexists(log):
+                    os.replace(old, log)
+                else:
+                    _remove(old)
+
+    def _old_logs_aside(self, tasks):
+        """Move the tasks' existing logs into the queue dir: {log: where it went}."""
+        make_dirs(self.files.qdir)
+        aside = {}
+        for task in tasks:
+            log = self.spec.log_for(task)
+            make_dirs(os.path.dirname(log) or ".")
+            if os.path.lexists(log) and not os.path.isdir(log):   # a directory there fails its task alone
+                aside[log] = os.path.join(self.files.qdir, f"{self.files.stem}.old.{self.tag}.{task}")
+                os.replace(log, aside[log])
+        return aside
 
     def _submit(self, argv):
         """Submit, setting self.job; retry while the controller does not answer (Kaldi's

@@ -160,6 +160,9 @@ def _parse_switches(args, options, engine_args):
             engine_args += [switch, args.pop(0)]
 
 
+MAX_TASKS = 1_000_000  # beyond any engine's array limit (Grid Engine's default is 75000)
+
+
 def parse_args(args):
     """``[options] [NAME=a:b] LOG COMMAND...`` -> JobSpec; bad input -> NnetError (one line)."""
     args = list(args)
@@ -171,14 +174,18 @@ def parse_args(args):
         if not args:
             break
         first = args[0]
-        if name is None and (m := _RANGE.match(first) or _SINGLE.match(first)):
-            name, start = m.group(1), int(m.group(2))
+        if (m := _RANGE.match(first) or _SINGLE.match(first)) and name is not None:
+            raise NnetError(f"two job ranges, {range_arg} and {first}: give one")
+        if m:
+            name, start, range_arg = m.group(1), int(m.group(2)), first
             end = int(m.group(3)) if m.re is _RANGE else start
             if start > end:
                 raise NnetError(f"invalid job range {first}: start is after end")
             if start < 1:
                 raise NnetError(f"invalid job range {first}: start must be >= 1 "
                                 f"(Grid Engine numbers tasks from 1)")
+            if end - start >= MAX_TASKS:
+                raise NnetError(f"invalid job range {first}: more than {MAX_TASKS} tasks")
             args.pop(0)
         elif name is None and _SUSPICIOUS.match(first):
             raise NnetError(f"invalid job range {first}: expected NAME=start:end, e.g. JOB=1:4")

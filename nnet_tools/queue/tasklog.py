@@ -39,7 +39,7 @@ def write_header(log, command):
         os.unlink(log)
     except FileNotFoundError:
         pass
-    with open(log, "w") as f:
+    with open(log, "w", errors="surrogateescape") as f:   # a command's bytes as given (a Latin-1 file name)
         f.write(f"# {command}\n# Started at {date()}\n#\n")
     return int(time.time())
 

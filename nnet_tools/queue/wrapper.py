@@ -151,6 +151,6 @@ def write(spec, files, task_variable, tasks):
     """Write the wrapper script (atomically: a task may start while a later call rewrites it)."""
     make_dirs(files.qdir)
     with atomic_path(files.script) as tmp:
-        with open(tmp, "w") as f:
+        with open(tmp, "w", errors="surrogateescape") as f:   # the command's bytes as given
             f.write(script_text(spec, files, task_variable, tasks))
         os.chmod(tmp, 0o755)
