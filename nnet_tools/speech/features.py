@@ -23,15 +23,16 @@ _FRAME = {"sample-frequency": ("frame_opts.samp_freq", float),
           "window-type": ("frame_opts.window_type", str),
           "round-to-power-of-two": ("frame_opts.round_to_power_of_two", "bool"),
           "snip-edges": ("frame_opts.snip_edges", "bool"),
+          "blackman-coeff": ("frame_opts.blackman_coeff", float),
           "num-mel-bins": ("mel_opts.num_bins", int),
           "low-freq": ("mel_opts.low_freq", float),
           "high-freq": ("mel_opts.high_freq", float),
+          "vtln-low": ("mel_opts.vtln_low", float),
+          "vtln-high": ("mel_opts.vtln_high", float),
           "use-energy": ("use_energy", "bool"),
           "energy-floor": ("energy_floor", float),
           "raw-energy": ("raw_energy", "bool"),
           "htk-compat": ("htk_compat", "bool")}
-_FRAME.update({"blackman-coeff": ("frame_opts.blackman_coeff", float),
-               "vtln-low": ("mel_opts.vtln_low", float), "vtln-high": ("mel_opts.vtln_high", float)})
 _MFCC_ONLY = {"num-ceps": ("num_ceps", int), "cepstral-lifter": ("cepstral_lifter", float)}
 _FBANK_ONLY = {"use-log-fbank": ("use_log_fbank", "bool"), "use-power": ("use_power", "bool")}
 
@@ -52,7 +53,7 @@ class WaveOptions:
 _PROGRAM = {"channel": ("channel", int), "min-duration": ("min_duration", float),
             "subtract-mean": ("subtract_mean", "bool"), "allow-downsample": ("allow_downsample", "bool"),
             "allow-upsample": ("allow_upsample", "bool")}
-_ONLY = {"vtln-warp": (float, 1.0), "output-format": (str, "kaldi")}  # options with one supported value
+_ONLY = {"vtln-warp": 1.0, "output-format": "kaldi"}  # options taken with their one supported value
 
 
 def _parse_value(name, text, kind, where):
@@ -93,7 +94,10 @@ def make_options(feat_type, config=None, overrides=()):
         if not line:
             continue
         name, eq, value = line.lstrip("-").partition("=")
-        path, kind = known.get(name) or _PROGRAM.get(name) or (None, _ONLY.get(name, (None,))[0])
+        if name in _ONLY:
+            path, kind = None, type(_ONLY[name])
+        else:
+            path, kind = known.get(name) or _PROGRAM.get(name) or (None, None)
         if not eq and kind == "bool":
             value, eq = "true", "="
         if not line.startswith("--") or not eq:
@@ -102,8 +106,8 @@ def make_options(feat_type, config=None, overrides=()):
             raise NnetError(f"{where}: unknown {feat_type} option --{name}")
         value = _parse_value(name, value, kind, where)
         if name in _ONLY:
-            if value != _ONLY[name][1]:
-                raise NnetError(f"{where}: --{name}={value} is not supported, only {_ONLY[name][1]}")
+            if value != _ONLY[name]:
+                raise NnetError(f"{where}: --{name}={value} is not supported, only {_ONLY[name]}")
             continue
         target = wave if name in _PROGRAM else opts
         *parents, leaf = path.split(".")
