@@ -114,11 +114,17 @@ layers:
 
 @pytest.fixture
 def small_model(tmp_path):
-    """(config path, model path) of a small NG model matching write_egs_dir's defaults."""
+    """(config path, model path) of a small NG model matching write_egs_dir's defaults: what
+    `nnet-init --srand 1` writes, made in this process (a program's start is seconds of torch import)."""
+    import torch
+    from nnet_tools.model import config, model_io
+    from nnet_tools.model.nnet import Nnet
     cfg = tmp_path / "model.yaml"
     cfg.write_text(SMALL_CONFIG)
     mdl = tmp_path / "0.mdl"
-    run("nnet-init", "--srand", 1, cfg, mdl, check=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        model_io.save(Nnet(config.load(cfg)), mdl)
     return cfg, mdl
 
 

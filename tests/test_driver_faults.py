@@ -17,8 +17,9 @@ DRIVER = REPO / "steps" / "train_dnn.py"
 
 
 def driver_argv(tmp, exp):
+    """Two iterations, of 2 and 3 jobs; the faults strike the second."""
     return ["python3", str(DRIVER), "--cmd", "nnet-queue local", "--config", str(tmp / "model.yaml"),
-            "--trainer.num-epochs", "1", "--trainer.optimization.num-jobs-initial", "2",
+            "--trainer.num-epochs", "0.75", "--trainer.optimization.num-jobs-initial", "2",
             "--trainer.optimization.num-jobs-final", "3", "--trainer.optimization.minibatch-size", "64",
             "--trainer.optimization.initial-effective-lrate", "0.003",
             "--trainer.optimization.final-effective-lrate", "0.001", "--egs.dir", str(tmp / "egs"), "--dir", str(exp)]
@@ -79,13 +80,13 @@ def test_killed_training_job_is_retried_and_the_run_finishes_as_if_undisturbed(s
     exp = tmp / "kill_job"
     p = start(tmp, exp)
     # The training program itself: not nnet-queue, nor the guard or shell it runs the task under.
-    victim = wait_for(lambda: processes("--job=2 --archives-processed=4 ", f"{exp}/2.mdl",
-                                        exclude=("nnet-queue", "guard.py", "bash")), what="job 2 of iteration 2")
+    victim = wait_for(lambda: processes("--job=2 --archives-processed=2 ", f"{exp}/1.mdl",
+                                        exclude=("nnet-queue", "guard.py", "bash")), what="job 2 of iteration 1")
     os.kill(victim[0], signal.SIGKILL)
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-2000:]
-    assert "job 2 of iteration 2 failed" in err and "retry 1/2" in err
-    assert "# Ended (code 0; signal 9)" in (exp / "log" / "train.2.2.log.failed.1").read_text()
+    assert "job 2 of iteration 1 failed" in err and "retry 1/2" in err
+    assert "# Ended (code 0; signal 9)" in (exp / "log" / "train.1.2.log.failed.1").read_text()
     assert same_model(final_state(exp), clean)
 
 
@@ -93,14 +94,14 @@ def test_killed_driver_leaves_no_task_and_the_same_command_resumes(setup):
     tmp, clean = setup
     exp = tmp / "kill_driver"
     p = start(tmp, exp)
-    wait_for(lambda: processes("--archives-processed=4 ", f"{exp}/2.mdl"), what="iteration 2's jobs")
+    wait_for(lambda: processes("--archives-processed=2 ", f"{exp}/1.mdl"), what="iteration 1's jobs")
     os.kill(p.pid, signal.SIGKILL)
     p.communicate()
     wait_for(lambda: not processes(str(exp)), timeout=30, what="the driver's tasks to die")
     again = subprocess.run(driver_argv(tmp, exp), capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "taking over a stale lock" in again.stderr
-    assert "resuming at iteration 2" in again.stdout
+    assert "resuming at iteration 1" in again.stdout
     assert same_model(final_state(exp), clean)
     assert not list(exp.glob(".tmp.*")) and not (exp / "driver.lock").exists()
 
@@ -112,7 +113,7 @@ def test_ctrl_c_stops_the_run_in_one_line_that_says_how_to_resume(setup):
     # A session of its own, SIGINT not ignored (a background shell job would inherit it ignored).
     p = subprocess.Popen(driver_argv(tmp, exp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    wait_for(lambda: processes("--archives-processed=4 ", f"{exp}/2.mdl"), what="iteration 2's jobs")
+    wait_for(lambda: processes("--archives-processed=2 ", f"{exp}/1.mdl"), what="iteration 1's jobs")
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and "Traceback" not in err
@@ -183,16 +184,16 @@ def test_a_job_cancelled_on_the_engine_is_retried_and_the_run_ends_as_undisturbe
     argv[argv.index("--cmd") + 1] = f"nnet-queue {engine} --mem 1G"
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        started = exp / "log" / "train.2.2.log"
-        (job,) = wait_for(lambda: started.exists() and queued_jobs(engine, "train.2.log"), timeout=600,
-                          what="iteration 2's array job to run")
+        started = exp / "log" / "train.1.2.log"
+        (job,) = wait_for(lambda: started.exists() and queued_jobs(engine, "train.1.log"), timeout=600,
+                          what="iteration 1's array job to run")
         subprocess.run(["scancel", f"{job}_2"] if engine == "slurm" else ["qdel", job, "-t", "2"], check=True,
                        capture_output=True)
         out, err = p.communicate(timeout=900)
     finally:
         p.kill()
     assert p.returncode == 0, err[-3000:]
-    assert "job 2 of iteration 2 failed" in err and "retry 1/2" in err
+    assert "job 2 of iteration 1 failed" in err and "retry 1/2" in err
     # Not bit for bit with the local run (seen: last-digit differences, most likely the engine's
     # one-CPU tasks summing in another order than local ones that use every core), but the same:
     final = final_state(exp)

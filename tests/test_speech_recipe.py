@@ -49,7 +49,7 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     # One Gaussian per pdf (--totgauss = the 62 pdfs: no mix-up): alignments good enough for the
     # DNN, a decode clearly worse than it, so the comparison is not decided by a word or two.
     r = run("./run.sh", "--num-utts", "300", "--num-speakers", "16", "--mono-iters", "6", "--totgauss", "62",
-            "--num-epochs", "2", "--dnn-1job", "false", cwd=recipe, check=True)
+            "--dnn-1job", "false", cwd=recipe, check=True)
     exp = recipe / "exp"
     # every test utterance was decoded, by both systems
     num_test = len((recipe / "data" / "test" / "text").read_text().splitlines())
