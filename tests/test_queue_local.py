@@ -245,6 +245,9 @@ def test_config_maps_options_to_engine_flags(tmp_path):
     (tmp_path / "kaldi.conf").write_text("command sbatch\noption mem=* --mem $0\nbogus line\n")
     with pytest.raises(NnetError, match="kaldi.conf: line 3: cannot parse 'bogus line'"):
         config.load("slurm", str(tmp_path / "kaldi.conf"))
+    (tmp_path / "latin1.conf").write_bytes(b"command sbatch -A caf\xe9\n")   # the message named no file
+    with pytest.raises(NnetError, match=r"latin1.conf: queue config is not UTF-8 text \(byte 0xe9 at offset 21\)"):
+        config.load("slurm", str(tmp_path / "latin1.conf"))
 
 
 def test_config_files_kaldi_reads(tmp_path, monkeypatch, caplog):

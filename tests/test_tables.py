@@ -479,6 +479,12 @@ def test_corrupt_and_mistyped_data(tmp_path, capfd):
     with pytest.raises(NnetError) as excinfo:
         list(read_int_vectors(f"ark:{tmp_path}/m.ark"))
     one_line_error(excinfo, "m.ark", "read error")
+    # A binary header with -3 rows: Kaldi's assertion and its expression (a stray line before).
+    (tmp_path / "neg.ark").write_bytes(b"utt1 \0BFM \4" + (-3).to_bytes(4, "little", signed=True) + b"\4\2\0\0\0")
+    with pytest.raises(NnetError) as excinfo:
+        list(read_matrices(f"ark:{tmp_path}/neg.ark"))
+    one_line_error(excinfo, "neg.ark", "Check failed: rows > 0 && cols > 0")
+    assert "x: rows" not in capfd.readouterr().err
     if ARKS.is_dir():
         for name in ["1.cnet", "1.cntime"]:
             with pytest.raises(NnetError) as excinfo:

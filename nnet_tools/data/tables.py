@@ -166,7 +166,9 @@ def _kaldi_messages(text):
     messages, other = [], []
     for line in text.splitlines():
         match = _LOG_MESSAGE.match(line)
-        if match:
+        if messages and messages[-1] == ("E", "Check failed!") and line.startswith("x: "):
+            messages[-1] = ("E", f"Check failed: {line[3:].strip()}")  # the assertion's own line
+        elif match:
             # A warning can embed the next message's "<file>:<function>:<line>" on the same line.
             message = re.sub(r"\s*\S*kaldi_native_io/csrc/.*$", "", match[2])
             messages.append((match[1], " ".join(message.split())))

@@ -20,7 +20,7 @@ import os
 import re
 import shlex
 
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, not_utf8
 from nnet_tools.log import logger
 
 KALDI_PATHS = {"slurm": "conf/slurm.conf", "sge": "conf/queue.conf"}   # what slurm.pl / queue.pl read
@@ -172,4 +172,6 @@ def load(engine, path=None):
             text = f.read()
     except OSError as e:
         raise NnetError(f"{path}: cannot read queue config: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise NnetError(f"{path}: queue config {not_utf8(e)}") from None
     return parse(text, engine, path)
