@@ -29,6 +29,7 @@ for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
 mkdir -p $dir/log
+echo $nj > $dir/num_jobs
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
 feats="ark:$dir/feats.JOB.ark"

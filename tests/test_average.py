@@ -103,9 +103,11 @@ def test_streaming_average_is_the_float64_mean_holding_one_input_tensor(tmp_path
         assert torch.allclose(value, old[key], rtol=4e-7 * len(paths), atol=1e-7), key
 
 
-def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch):
+def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch, caplog):
     import copy
+    import logging
     import math
+    from nnet_tools.log import logger
     from nnet_tools.report import diagnostics
     from nnet_tools.train import combine
     torch.manual_seed(3)
@@ -136,11 +138,17 @@ def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch):
     assert best_n > 1 and math.isfinite(best)
     diagnostics.recompute_batchnorm_stats(best_model, windows)
     alive = _live_inputs_tracker(monkeypatch)
-    out, n, _, got = combine.combine(paths, windows, labels, max_objective_evaluations=30)
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        out, n, _, got = combine.combine(paths, windows, labels, max_objective_evaluations=30)
     assert max(alive) <= 1   # the running average plus at most one input
     assert (n, got) == (best_n, best)
     for (k, a), b in zip(out.state_dict().items(), best_model.state_dict().values()):
         assert torch.equal(a, b), k   # the same float operations: equal to the last bit
+    # nnet3-combine's LOG lines, in its words
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0] == f"objective function using the last model is {objf(models[0]):.6g}"
+    assert said[1:6] == [f"Combining last {n} models, objective function is {v:.6g}" for n, v in zip(range(2, 7), scores)]
+    assert f"Combining {best_n} nnets, objective function changed from {objf(models[0]):.6g} to {best:.6g}" in said
 
 
 def test_batchnorm_statistics_are_recomputed_exactly_over_all_frames():

@@ -1,5 +1,6 @@
 """Monophone GMM pieces: model files, ML re-estimation from summed stats, alignment failures
 counted as Kaldi counts them (out-of-lexicon word, utterance too short), ali-to-pdf."""
+import re
 import subprocess
 import sys
 
@@ -109,8 +110,7 @@ def test_mix_up_is_reproducible_and_splits_apart(setup):
     rng = np.random.default_rng(4)
     ref = gmm.load(str(d / "0.mdl"))
     tids = np.arange(1, ref.tm.num_transition_ids + 1)
-    stats = gmm.Stats(ref)
-    gmm.accumulate(ref, stats, [(rng.normal(size=(3000, 6)).astype(np.float32), rng.choice(tids, 3000))])
+    stats = stats_of(ref, rng.normal(size=(3000, 6)).astype(np.float32), tids, rng)
     models = []
     for _ in range(2):
         m = gmm.load(str(d / "0.mdl"))
@@ -121,3 +121,47 @@ def test_mix_up_is_reproducible_and_splits_apart(setup):
         a, b = models[0].am.get_pdf(p), models[1].am.get_pdf(p)
         np.testing.assert_array_equal(a.means, b.means)
         assert len(np.unique(np.asarray(a.means), axis=0)) == a.num_gauss
+
+
+def test_estimate_logs_the_counts_kaldis_gmm_dir_info_reads(setup):
+    """gmm-est's LOG lines that steps/info/gmm_dir_info.pl greps (floored variances, the split's
+    Gaussian count), with the numbers the wheel's own update gives: the wheel prints none."""
+    d, _ = setup
+    rng = np.random.default_rng(5)
+    model = gmm.load(str(d / "0.mdl"))
+    tids = np.arange(1, model.tm.num_transition_ids + 1)
+    gmm.estimate(model, stats_of(model, rng.normal(size=(3000, 6)).astype(np.float32), tids, rng), mix_up=150,
+                 min_gaussian_occupancy=3, min_count=5)
+    # Two dims all but constant (variance 1e-6 < Kaldi's floor 0.001), and so few frames that
+    # some Gaussians fall under --min-gaussian-occupancy and are removed.
+    feats = rng.normal(size=(1500, 6)).astype(np.float32)
+    feats[:, 4:] *= 1e-3
+    stats = stats_of(model, feats, tids, rng)
+    before = gmm.num_gauss(model)
+    lines = []
+
+    class Log:
+        info = staticmethod(lines.append)
+    gmm.estimate(model, stats, min_gaussian_occupancy=8, log=Log)
+    removed = int(re.search(r"^Removed (\d+) Gaussians due to counts < --min-gaussian-occupancy=8 and "
+                            r"--remove-low-count-gaussians=true$", "\n".join(lines), re.M)[1])
+    assert removed > 0 and gmm.num_gauss(model) == before - removed
+    variances = np.concatenate([np.asarray(model.am.get_pdf(p).vars) for p in range(model.num_pdfs)])
+    floored = np.isclose(variances, 0.001, rtol=1e-4)
+    assert floored.sum() > 0 and floored[:, :4].sum() == 0
+    # Kaldi's gmm_dir_info.pl: /variance elements floored in (\S+) Gaussians, out of (\S+)/ and
+    # /Split (\S+) states .+ split #Gauss from \S+ to (\S+)/.
+    assert f"{floored.sum()} variance elements floored in {floored.any(1).sum()} Gaussians, out of " \
+           f"{before - removed}" in lines
+    del lines[:]
+    gmm.estimate(model, stats_of(model, feats, tids, rng), mix_up=before, min_count=5, log=Log)
+    updated = int(re.search(r"Gaussians, out of (\d+)$", lines[1])[1])   # after this update's removals
+    assert lines[-1] == (f"Split {model.num_pdfs} states with target = {before}, power = 0.2, perturb_factor = "
+                         f"0.01 and min_count = 5, split #Gauss from {updated} to {gmm.num_gauss(model)}")
+    assert gmm.num_gauss(model) > updated
+
+
+def stats_of(model, feats, tids, rng):
+    stats = gmm.Stats(model)
+    gmm.accumulate(model, stats, [(feats, rng.choice(tids, len(feats)))])
+    return stats

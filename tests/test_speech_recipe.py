@@ -53,6 +53,9 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     exp = recipe / "exp"
     # every test utterance was decoded, by both systems
     num_test = len((recipe / "data" / "test" / "text").read_text().splitlines())
+    # num_jobs, as Kaldi's train_mono.sh, align_si.sh and decode.sh write it (gmm_dir_info.pl reads it)
+    for d in ("mono", "mono_ali", "mono/decode_test", "nnet/decode_test"):
+        assert (exp / d / "num_jobs").read_text() == "2\n", d
     for system in ("mono", "nnet"):
         assert "Done" in (exp / system / "decode_test" / "log" / "decode.1.log").read_text()
         hyps = (exp / system / "decode_test" / "scoring" / "10.txt").read_text().splitlines()

@@ -408,22 +408,50 @@ def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, per
             g += 1
     opts = khg.MleDiagGmmOptions()
     opts.min_gaussian_occupancy = min_gaussian_occupancy
+    offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
+    floored, removed = _floored_and_removed(stats, offsets, opts)
     impr, count = khg.mle_am_diag_gmm_update(config=opts, amdiag_gmm_acc=accs, flags=flags, am_gmm=model.am)
-    if log:
+    if log:  # the wheel keeps Kaldi's own LOG lines to itself: these are MleAmDiagGmmUpdate's and gmm-est's
+        log.info(f"{floored[0]} variance elements floored in {floored[1]} Gaussians, out of {model.am.num_gauss}")
+        if opts.remove_low_count_gaussians:
+            log.info(f"Removed {removed} Gaussians due to counts < --min-gaussian-occupancy="
+                     f"{min_gaussian_occupancy:g} and --remove-low-count-gaussians=true")
         log.info(f"GMM update: Overall {impr / max(count, 1):.6g} objective function improvement per frame "
                  f"over {count:g} frames")
         log.info(f"GMM update: Overall avg like per frame = {stats.tot_like / max(stats.frames, 1):.6g} "
                  f"over {stats.frames} frames.")
     if mix_up > 0:
-        offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
         occs = np.array([stats.occ[offsets[p]:offsets[p + 1]].sum() for p in range(model.num_pdfs)],
                         dtype=np.float32)
+        before = model.am.num_gauss
         # Kaldi's split perturbs the copies with an unseeded C++ RNG that differs between runs of
         # the wheel; split unperturbed, then perturb from ``srand`` so a pass is reproducible.
         model.am.split_by_count(state_occs=occs, target_components=mix_up, perturb_factor=0.0,
                                 power=power, min_count=min_count)
         _perturb_copies(model, perturb_factor, np.random.default_rng(srand))
+        if log:  # AmDiagGmm::SplitByCount's line (Kaldi's gmm_dir_info.pl reads "split #Gauss ... to N")
+            log.info(f"Split {model.num_pdfs} states with target = {mix_up}, power = {power:g}, perturb_factor = "
+                     f"{perturb_factor:g} and min_count = {min_count:g}, split #Gauss from {before} to "
+                     f"{model.am.num_gauss}")
     return model
+
+
+def _floored_and_removed(stats, offsets, opts):
+    """What Kaldi's MleDiagGmmUpdate counts, from the same statistics: (variance elements floored,
+    Gaussians with any floored), and the Gaussians it removes for too little occupancy."""
+    elements = gaussians = removed = 0
+    for p in range(len(offsets) - 1):
+        occ = stats.occ[offsets[p]:offsets[p + 1]]
+        total = occ.sum()
+        weight = occ / total if total > 0 else np.full(len(occ), 1.0 / len(occ))
+        updated = (occ > opts.min_gaussian_occupancy) & (weight > opts.min_gaussian_weight)
+        for g in np.flatnonzero(updated) + offsets[p]:
+            mean = stats.x[g] / stats.occ[g]
+            n = int((stats.x2[g] / stats.occ[g] - mean * mean < opts.min_variance).sum())
+            elements, gaussians = elements + n, gaussians + (n > 0)
+        if opts.remove_low_count_gaussians:  # all but the last Gaussian of a pdf
+            removed += min(int((~updated).sum()), len(occ) - 1)
+    return (elements, gaussians), removed
 
 
 def _perturb_copies(model, perturb_factor, rng):

@@ -73,7 +73,7 @@ def combine(sources, windows, labels, max_objective_evaluations=30, device="cpu"
             for k in range(len(sources)):   # refuse a bad model before any scoring
                 _check(sources[k], names[k], names[0], ref)
             first = best_objf = _score(running, windows, labels, device)
-            logger.info(f"Combining nnets, objective function using the last model is {first:.6g}")
+            logger.info(f"objective function using the last model is {first:.6g}")
             continue
         if n % step == 0 or n == len(sources):
             objf = _score(running, windows, labels, device)
