@@ -34,7 +34,8 @@ def test_symbol_tables_and_topology(lang_dir):
     lng = lang.load(str(lang_dir))
     assert lng.phones["<eps>"] == 0 and lng.phones["SIL"] == 1 and lng.silence == [1]
     assert len(lng.nonsilence) == 19          # the digits' phones
-    assert lng.disambig == [lng.phones["#0"]]  # no homophones or prefixes among the digits
+    # no homophones or prefixes among the digits: #0, and #1 for L_disambig's optional silence
+    assert lng.disambig == [lng.phones["#0"], lng.phones["#1"]] == [21, 22]
     assert [w for w, i in sorted(lng.words.items(), key=lambda kv: kv[1])][:2] == ["<eps>", "!SIL"]
     topo, _ = lang.read_topology(str(lang_dir))
     classes = topo.get_phone_to_num_pdf_classes()
@@ -69,6 +70,46 @@ def test_lexicon_fst_optional_silence(lang_dir):
     assert cost == pytest.approx(3 * math.log(2), abs=1e-4)   # sil-prob 0.5: three binary choices
     words, _ = _best_path([ph[p] for p in "OW".split()], lfst)
     assert words == [lng.words["oh"]]
+
+
+def test_the_phone_sets_validate_lang_reads(lang_dir):
+    """The files Kaldi's utils/validate_lang.pl opens, as prepare_lang.sh writes them."""
+    def read(name):
+        return (lang_dir / name).read_text()
+    nonsil = read("phones/nonsilence.txt").split()
+    assert read("phones/silence.txt") == read("phones/optional_silence.txt") == read("phones/context_indep.txt") \
+        == "SIL\n"
+    for name in ("silence", "nonsilence", "optional_silence", "disambig", "context_indep"):
+        assert read(f"phones/{name}.csl") == ":".join(read(f"phones/{name}.int").split()) + "\n"
+    assert read("phones/disambig.txt") == "#0\n#1\n" and read("phones/disambig.csl") == "21:22\n"
+    assert read("phones/sets.txt").split() == ["SIL", *nonsil] and len(nonsil) == 19
+    assert read("phones/roots.txt").splitlines() == [f"shared split {p}" for p in ["SIL", *nonsil]]
+    assert read("phones/roots.int").splitlines() == [f"shared split {i}" for i in range(1, 21)]
+    assert read("phones/extra_questions.txt") == read("phones/extra_questions.int") == ""
+    assert (read("phones/wdisambig.txt"), read("phones/wdisambig_phones.int")) == ("#0\n", "21\n")
+    words = dict(line.split() for line in read("words.txt").splitlines())
+    assert read("phones/wdisambig_words.int") == f"{words['#0']}\n"
+    assert (read("oov.txt"), read("oov.int")) == ("!SIL\n", f"{words['!SIL']}\n")   # the silence word
+
+
+def test_l_disambig_marks_the_optional_silence(lang_dir):
+    """make_lexicon_fst.py --sil-disambig: the last disambiguation symbol follows each optional
+    silence in L_disambig, not in L."""
+    lng = lang.load(str(lang_dir))
+    ph = lng.phones
+    phones = [ph[p] for p in "SIL #1 W AH N".split()]
+    assert _best_path(phones, lang.read_fst(str(lang_dir / "L_disambig.fst")))[0] == [lng.words["one"]]
+    assert _best_path(phones, lang.read_fst(str(lang_dir / "L.fst")))[0] == []   # no path
+
+
+def test_oov_word(tmp_path):
+    r = run("nnet-prepare-lang", "--oov", "<UNK>", LEXICON, tmp_path / "lang")
+    assert "lexicon.txt: --oov word '<UNK>' is not in the lexicon" in error_line(r)
+    (tmp_path / "lex.txt").write_text("<UNK> SPN\n" + LEXICON.read_text().replace("!SIL SIL\n", "!SIL SIL SIL\n"))
+    assert "no word is pronounced 'SIL' alone: give --oov" in error_line(run("nnet-prepare-lang", tmp_path / "lex.txt",
+                                                                             tmp_path / "lang"))
+    run("nnet-prepare-lang", "--oov", "<UNK>", tmp_path / "lex.txt", tmp_path / "lang", check=True)
+    assert (tmp_path / "lang" / "oov.txt").read_text() == "<UNK>\n"
 
 
 def test_word_loop_grammar(lang_dir):

@@ -1,8 +1,10 @@
 """The lang directory (Kaldi's utils/prepare_lang.sh): symbol tables, HMM topology, L.fst, G.fst.
 
 Layout as Kaldi's: phones.txt, words.txt, topo, L.fst (lexicon with optional silence),
-L_disambig.fst, G.fst, phones/{silence,nonsilence,disambig}.{txt,int}, oov.txt. Phones are not
-word-position dependent (prepare_lang.sh --position-dependent-phones false).
+L_disambig.fst, G.fst, oov.{txt,int}, and phones/: the sets silence, nonsilence, optional_silence,
+disambig and context_indep (.txt, .int, .csl), sets, roots and extra_questions (.txt, .int),
+wdisambig (.txt, _phones.int, _words.int). Phones are not word-position dependent (prepare_lang.sh
+--position-dependent-phones false), so extra_questions is empty, as there.
 """
 import math
 import os
@@ -97,12 +99,14 @@ def build(lexicon, silence_phone="SIL", silence_word="!SIL"):
         raise NnetError(f"lexicon has no silence phone '{silence_phone}' (add e.g. '{silence_word} {silence_phone}')")
     if phone_set == {silence_phone}:
         raise NnetError(f"lexicon has no phone but the silence phone '{silence_phone}'")
+    # #0 (G's backoff), the lexicon's #1.. and one more: L_disambig's after optional silence.
     _, top = add_lex_disambig(lexicon)
-    names = ["<eps>", silence_phone] + sorted(phone_set - {silence_phone}) + [f"#{k}" for k in range(top + 1)]
+    disambig = [f"#{k}" for k in range(top + 2)]
+    names = ["<eps>", silence_phone] + sorted(phone_set - {silence_phone}) + disambig
     phones = {p: i for i, p in enumerate(names)}
     word_names = ["<eps>"] + sorted({w for w, _ in lexicon}) + ["#0", "<s>", "</s>"]
     words = {w: i for i, w in enumerate(word_names)}
-    return Lang(phones, words, [phones[silence_phone]], [phones[f"#{k}"] for k in range(top + 1)])
+    return Lang(phones, words, [phones[silence_phone]], [phones[d] for d in disambig])
 
 
 def topology_text(lang, num_nonsil_states=3, num_sil_states=5):
@@ -127,9 +131,10 @@ def topology_text(lang, num_nonsil_states=3, num_sil_states=5):
     return "\n".join(lines) + "\n"
 
 
-def lexicon_fst(lang, lexicon, sil_prob=0.5, silence_phone="SIL"):
+def lexicon_fst(lang, lexicon, sil_prob=0.5, silence_phone="SIL", sil_disambig=None):
     """L as Kaldi's make_lexicon_fst.py --sil-prob: optional silence at the start and after each
-    word (cost -log sil_prob, or -log(1 - sil_prob) for none). Phones in, words out."""
+    word (cost -log sil_prob, or -log(1 - sil_prob) for none). Phones in, words out.
+    ``sil_disambig`` (L_disambig's, --sil-disambig): a phone id put after the optional silence."""
     import kaldifst
     if not 0.0 < sil_prob < 1.0:
         raise NnetError(f"--sil-prob must be in (0, 1), got {sil_prob}")
@@ -144,7 +149,12 @@ def lexicon_fst(lang, lexicon, sil_prob=0.5, silence_phone="SIL"):
 
     arc(start, 0, 0, nosil_cost, loop)
     arc(start, 0, 0, sil_cost, sil)
-    arc(sil, lang.phones[silence_phone], 0, 0.0, loop)
+    if sil_disambig is None:
+        arc(sil, lang.phones[silence_phone], 0, 0.0, loop)
+    else:
+        after_sil = fst.add_state()
+        arc(sil, lang.phones[silence_phone], 0, 0.0, after_sil)
+        arc(after_sil, sil_disambig, 0, 0.0, loop)
     for word, phones in lexicon:
         src = loop
         for k, p in enumerate(phones[:-1]):
@@ -198,14 +208,22 @@ def _symbols(table):
     return "".join(f"{s} {i}\n" for s, i in sorted(table.items(), key=lambda kv: kv[1]))
 
 
-def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop=True):
-    """Write the whole lang dir from lexicon.txt; returns the Lang. Everything is checked and
-    built before the first file is written."""
+def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop=True, oov=None):
+    """Write the whole lang dir from lexicon.txt; returns the Lang. ``oov``: the word OOVs map to
+    (prepare_lang.sh's <oov-dict-entry>), by default the first word pronounced as the silence
+    phone alone (Kaldi's yesno recipe passes its silence word). Everything is checked and built
+    before the first file is written."""
     lexicon = read_lexicon(lexicon_path)
     lang = build(lexicon, silence_phone)
+    if oov is None:
+        oov = next((w for w, phones in lexicon if phones == [silence_phone]), None)
+        if oov is None:
+            raise NnetError(f"{lexicon_path}: no word is pronounced '{silence_phone}' alone: give --oov")
+    if oov not in {w for w, _ in lexicon}:
+        raise NnetError(f"{lexicon_path}: --oov word '{oov}' is not in the lexicon")
     disambig_lexicon, _ = add_lex_disambig(lexicon)
     fsts = {"L.fst": lexicon_fst(lang, lexicon, sil_prob, silence_phone),
-            "L_disambig.fst": lexicon_fst(lang, disambig_lexicon, sil_prob, silence_phone)}
+            "L_disambig.fst": lexicon_fst(lang, disambig_lexicon, sil_prob, silence_phone, lang.disambig[-1])}
     if word_loop:
         fsts["G.fst"] = word_loop_fst(lang)
     try:
@@ -215,13 +233,35 @@ def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop
     write_text(os.path.join(lang_dir, "phones.txt"), _symbols(lang.phones))
     write_text(os.path.join(lang_dir, "words.txt"), _symbols(lang.words))
     write_text(os.path.join(lang_dir, "topo"), topology_text(lang))
-    id2phone = {i: p for p, i in lang.phones.items()}
-    for name, ids in (("silence", lang.silence), ("nonsilence", lang.nonsilence), ("disambig", lang.disambig)):
-        write_text(os.path.join(lang_dir, "phones", f"{name}.txt"), "".join(f"{id2phone[i]}\n" for i in ids))
-        write_text(os.path.join(lang_dir, "phones", f"{name}.int"), "".join(f"{i}\n" for i in ids))
+    for name, text in _phone_sets(lang).items():
+        write_text(os.path.join(lang_dir, "phones", name), text)
+    write_text(os.path.join(lang_dir, "oov.txt"), f"{oov}\n")
+    write_text(os.path.join(lang_dir, "oov.int"), f"{lang.words[oov]}\n")
     for name, fst in fsts.items():
         write_fst(fst, os.path.join(lang_dir, name))
     return lang
+
+
+def _phone_sets(lang):
+    """phones/'s files as prepare_lang.sh writes them, by name."""
+    name = {i: p for p, i in lang.phones.items()}
+    sets = {"silence": lang.silence, "nonsilence": lang.nonsilence, "optional_silence": lang.silence[:1],
+            "disambig": lang.disambig, "context_indep": lang.silence}
+    files = {}
+    for set_name, ids in sets.items():
+        files[f"{set_name}.txt"] = "".join(f"{name[i]}\n" for i in ids)
+        files[f"{set_name}.int"] = "".join(f"{i}\n" for i in ids)
+        files[f"{set_name}.csl"] = ":".join(map(str, ids)) + "\n"
+    # One tree root per phone, each with its own pdfs (--share-silence-phones false).
+    roots = lang.silence + lang.nonsilence
+    files["sets.txt"], files["sets.int"] = "".join(f"{name[i]}\n" for i in roots), "".join(f"{i}\n" for i in roots)
+    files["roots.txt"] = "".join(f"shared split {name[i]}\n" for i in roots)
+    files["roots.int"] = "".join(f"shared split {i}\n" for i in roots)
+    files["extra_questions.txt"] = files["extra_questions.int"] = ""
+    files["wdisambig.txt"] = "#0\n"
+    files["wdisambig_phones.int"] = f"{lang.phones['#0']}\n"
+    files["wdisambig_words.int"] = f"{lang.words['#0']}\n"
+    return files
 
 
 def _read_table(path):
