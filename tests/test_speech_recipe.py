@@ -56,6 +56,9 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     # num_jobs, as Kaldi's train_mono.sh, align_si.sh and decode.sh write it (gmm_dir_info.pl reads it)
     for d in ("mono", "mono_ali", "mono/decode_test", "nnet/decode_test"):
         assert (exp / d / "num_jobs").read_text() == "2\n", d
+    # every program ran through $train_cmd: its log has run.pl's header and footer (summarize_logs.pl)
+    for log in ("mono_ali/log/ali_to_pdf.log", "mono_ali/log/sum_pdf_counts.log", "nnet/log/adjust_priors.log"):
+        assert "# Accounting: time=" in (exp / log).read_text(), log
     for system in ("mono", "nnet"):
         assert "Done" in (exp / system / "decode_test" / "log" / "decode.1.log").read_text()
         hyps = (exp / system / "decode_test" / "scoring" / "10.txt").read_text().splitlines()

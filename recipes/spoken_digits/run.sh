@@ -66,11 +66,11 @@ fi
 if [ $stage -le 4 ]; then
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/mono exp/mono_ali
   # ali-to-pdf: the DNN's per-frame targets; their counts are the priors (Kaldi's default).
-  nnet-ali-to-pdf exp/mono_ali/final.mdl "ark:cat exp/mono_ali/ali.*.ark |" \
-    ark,scp:$PWD/exp/mono_ali/pdf.ark,data/train_fbank/targets.scp 2> exp/mono_ali/log/ali_to_pdf.log
+  $train_cmd exp/mono_ali/log/ali_to_pdf.log nnet-ali-to-pdf exp/mono_ali/final.mdl "ark:cat exp/mono_ali/ali.*.ark |" \
+    ark,scp:$PWD/exp/mono_ali/pdf.ark,data/train_fbank/targets.scp
   num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
-  nnet-sum-pdf-counts --counts-dim $num_pdfs --normalize false scp:data/train_fbank/targets.scp \
-    exp/mono_ali/pdf_counts 2> exp/mono_ali/log/sum_pdf_counts.log
+  $train_cmd exp/mono_ali/log/sum_pdf_counts.log nnet-sum-pdf-counts --counts-dim $num_pdfs --normalize false \
+    scp:data/train_fbank/targets.scp exp/mono_ali/pdf_counts
   stage_done align
 fi
 
@@ -108,7 +108,7 @@ train_dnn() {  # <dir> <jobs-initial> <jobs-final>
     --trainer.optimization.minibatch-size 256,128 --egs.dir exp/egs --dir $1
   # Priors from the alignments' pdf counts, stored in the model: nnet-compute then writes
   # log-likelihoods = log-posterior - log-prior.
-  nnet-adjust-priors $1/final.mdl exp/mono_ali/pdf_counts $1/final.mdl 2> $1/log/adjust_priors.log
+  $train_cmd $1/log/adjust_priors.log nnet-adjust-priors $1/final.mdl exp/mono_ali/pdf_counts $1/final.mdl
 }
 if [ $stage -le 7 ] && $dnn_1job; then
   train_dnn exp/nnet_1job 1 1
