@@ -294,6 +294,17 @@ def test_a_job_that_fails_on_its_archive_stops_the_run_after_its_retries(tmp_pat
     assert not (tmp_path / "exp" / "4.mdl").exists()
 
 
+def test_a_job_that_finds_the_disk_full_stops_the_run_after_its_retries(tmp_path, egs_info, capsys):
+    # It used to be averaged out as a lost node: the run went on, its result changed, exit 0.
+    fault = f"No space left on device: {tmp_path}/exp/4.1.mdl"
+    with pytest.raises(NnetError, match=r"iteration 3: job 1 failed every time: " + re.escape(fault)
+                       + r"; the other jobs' models are not averaged without it: free some space and resume"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0,
+              fails=lambda it, j, attempt: f"ERROR (nnet-train-one-job) {fault}\n" if (it, j) == (3, 1) else None)
+    assert "job 1 of iteration 3 failed" in capsys.readouterr().err   # retried first: space may come back
+    assert not (tmp_path / "exp" / "4.mdl").exists()
+
+
 @pytest.mark.parametrize("training_fault", [
     "minibatch 3: objective function is nan (non-finite): training diverged",
     "minibatch 3: natural gradient: the eigendecomposition of the Fisher estimate failed, as its inputs "

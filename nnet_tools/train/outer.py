@@ -30,6 +30,7 @@ from nnet_tools.train.minibatch import halve
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
 NONFINITE_RE = re.compile(r"non-?finite|not finite", re.I)
 TRAINING_FAULT_RE = re.compile(r": minibatch \d+: |" + NONFINITE_RE.pattern, re.I)  # egs that were read, trained on
+DISK_FULL_RE = re.compile(r"No space left on device: ")   # fileio.write_error's words, quota or space
 MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J.mdl, N.outer
 # An iteration's logs: train.N.J, select.N, average.N(.J), outer.N (they make N+1.mdl), and
 # progress.N, compute_prob_*.N (of N.mdl); then the final combination's.
@@ -400,10 +401,15 @@ class OuterLoop:
             raise Diverged(f"iteration {it}: every job's objective went non-finite, also after "
                            f"{self.opts.max_retries} retries each (see {self.dir}/log/train.{it}.*.log)")
         for j in sorted(set(range(1, jobs + 1)) - set(succeeded)):
-            fault = self.egs_fault(it, j)
-            if fault:   # a lost node is survived; a bad archive would be left out each time it comes round
+            fault = self.job_error(it, j)
+            # A lost node is survived; a bad archive would be left out each time it comes round,
+            # and a full disk is no fault of the job's (averaging without it changes the result).
+            if fault and fault.startswith(os.path.join(self.egs_dir, "")) and not TRAINING_FAULT_RE.search(fault):
                 raise NnetError(f"iteration {it}: job {j} failed on the egs every time: {fault}; the other "
                                 f"jobs' models are not averaged without its archive")
+            if fault and DISK_FULL_RE.match(fault):
+                raise NnetError(f"iteration {it}: job {j} failed every time: {fault}; the other jobs' models are "
+                                f"not averaged without it: free some space and resume")
         if len(succeeded) < max(1, self.opts.min_success_fraction * jobs):
             raise NnetError(f"iteration {it}: only {len(succeeded)}/{jobs} jobs succeeded after {self.opts.max_retries} "
                             f"retries each (--trainer.min-success-fraction {self.opts.min_success_fraction}); "
@@ -412,14 +418,11 @@ class OuterLoop:
                   f"using the {len(succeeded)} that succeeded")
         return succeeded
 
-    def egs_fault(self, it, job):
-        """What a failed job's log says was wrong with the egs dir it read (an archive it could not
-        read, a corrupt eg), or None when its failure was something else."""
-        prefix = os.path.join(self.egs_dir, "")
+    def job_error(self, it, job):
+        """The message of a failed job's last ERROR line, or None."""
         for line in reversed(read_tail(self.path(f"log/train.{it}.{job}.log")).splitlines()):
             if line.startswith("ERROR ("):
-                message = line.partition(") ")[2]
-                return message if message.startswith(prefix) and not TRAINING_FAULT_RE.search(message) else None
+                return line.partition(") ")[2]
         return None
 
     def job_done(self, it, job):
