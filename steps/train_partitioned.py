@@ -6,6 +6,8 @@ and train that with the outer loop of steps/train_dnn.py (same --trainer.* optio
 Stages: 0 split (DIR/split/); 1 train the sub-models (DIR/sub.J/final.mdl); 2 merge
 (DIR/merged.mdl, log/merge.log); 3 train the full model from it (DIR/final.mdl, as train_dnn.py;
 --train-stage is its --stage: by default it goes on where it left off, or starts over after a new merge).
+Without --stage, a rerun goes on after the split or merge that completed with the same settings
+(DIR/log/split.log.done, merge.log.done hold their commands), else starts at stage 0.
 
 Sub-models (--sub-mode):
   job     each sub-model is trained by one job per iteration, no averaging: iteration I runs the
@@ -58,7 +60,8 @@ SUB_OPTIONS = [  # flag, PartitionOptions field, type, help
 
 def get_args():
     p = options.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--stage", type=int, default=0, help="first stage: 0 split, 1 sub-models, 2 merge, 3 full model")
+    p.add_argument("--stage", type=int, default=None, help="first stage: 0 split, 1 sub-models, 2 merge, 3 full "
+                   "model; default: go on after the split or merge that completed with these settings, else 0")
     p.add_argument("--stop-stage", type=int, default=3, help="last stage to run")
     p.add_argument("--train-stage", type=int, default=None, help="the full model's outer-loop stage, as "
                    "train_dnn.py's --stage; default: go on where DIR left off, or start over after a new merge")
@@ -95,7 +98,7 @@ def main():
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
         print(f"{NAME}: interrupted\n{NAME}: to resume: {resume(part)}", file=sys.stderr, flush=True)
         sys.exit(130)
-    print(f"{NAME}: done stages {args.stage}..{args.stop_stage} in {args.dir}", flush=True)
+    print(f"{NAME}: done stages {part.first_stage}..{args.stop_stage} in {args.dir}", flush=True)
 
 
 if __name__ == "__main__":

@@ -293,6 +293,10 @@ def test_job_mode_sub_models_go_on_where_they_stopped(tmp_path):
     exp = tmp_path / "exp"
     argv = ["python3", STEP, "--stop-stage", 1, "--sub.num-epochs", 1, "--cleanup", "false",
             "--trainer.optimization.minibatch-size", 32, tmp_path / "tiny.yaml", tmp_path / "egs", exp]
+    # The full model's options are checked first: they failed after the sub-models had trained.
+    early = run(*argv[:2], *argv[4:])
+    assert early.returncode == 1 and "num-jobs-final 8 > number of archives 2" in early.stderr
+    assert not (exp / "split").exists()
     run(*argv, check=True)
     finals = [model_io.load(exp / f"sub.{j}" / "final.mdl").state_dict() for j in (1, 2)]
     # 1 epoch of 2 archives: iterations 0 and 1. As if the run stopped during iteration 1, after
@@ -308,7 +312,8 @@ def test_job_mode_sub_models_go_on_where_they_stopped(tmp_path):
     for j, before in zip((1, 2), finals):   # the same seeds and inputs: the same sub-models
         after = model_io.load(exp / f"sub.{j}" / "final.mdl").state_dict()
         assert all(torch.equal(before[name], after[name]) for name in before)
-    out = run(*argv[:2], "--stage", 1, *argv[2:], check=True).stdout
+    out = run(*argv, check=True).stdout   # no --stage: after the split these settings made (it started over)
+    assert "going on at stage 1 (the split of these settings is done)" in out
     assert "the sub-models are trained" in out and "Sub-models iter" not in out
     assert not (exp / "driver.lock").exists()   # held while stages 0-2 ran
     # A model that does not load is passed over (it was trusted, and every resume failed on it).
@@ -329,7 +334,7 @@ def test_job_mode_sub_models_go_on_where_they_stopped(tmp_path):
     unsplit = run(*argv[:2], "--stage", 1, *argv[2:-1], tmp_path / "new")
     assert unsplit.returncode == 1 and "to resume" not in unsplit.stderr
     assert "split/sub.1.mdl: no such file; the sub-models start from the split (run with --stage 0)" in unsplit.stderr
-    out = run(*argv[:2], *half, check=True).stdout    # stage 0: a new split, trained over
+    out = run(*argv[:2], "--stage", 0, *half, check=True).stdout    # a new split, trained over
     assert "Sub-models iter: 0/0" in out and not (exp / "sub.1" / "2.mdl").exists()
     assert "sub-models start at iteration 0: removed 6 later models of an earlier run" in out   # 1.mdl, 2.mdl, final.mdl each
 

@@ -1,7 +1,10 @@
 """recipes/digits end to end with the local backend: the acceptance run of the spine."""
+import os
 import re
+import signal
+import subprocess
 
-from conftest import REPO, run
+from conftest import REPO, run, wait_for
 
 RECIPE = REPO / "recipes" / "digits"
 
@@ -36,3 +39,19 @@ def test_digits_recipe_reaches_test_accuracy(tmp_path):
     for n in (0, 1, 2):
         assert re.search(rf"^\./run\.sh: stage {n}: outputs complete \(.*\); skipping it", again.stdout, re.M)
     assert f"Test accuracy: {accuracy}" in again.stdout and "Iter:" not in again.stdout
+
+
+def test_ctrl_c_while_a_local_script_imports_ends_it_quietly(tmp_path):
+    """local/prepare_data.py printed a KeyboardInterrupt traceback on Ctrl-C (seconds of imports)."""
+    def importing(pid):
+        try:
+            return "scipy" in open(f"/proc/{pid}/maps").read()
+        except OSError:
+            return False
+    p = subprocess.Popen(["python3", RECIPE / "local" / "prepare_data.py", tmp_path / "data"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_for(lambda: importing(p.pid), seconds=60)
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert "Traceback" not in err and p.returncode in (-signal.SIGINT, 130), (p.returncode, err)

@@ -12,7 +12,7 @@ import sys
 
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path, make_dirs
+from nnet_tools.fileio import atomic_path, make_dirs, write_text
 from nnet_tools.model import config as config_mod
 from nnet_tools.train import manifest, options, outer, schedule
 from nnet_tools.train.exp_lock import ExpLock
@@ -95,12 +95,23 @@ class Partitioned:
             raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
         self.launcher = Launcher(opts.cmd, self.log, "steps/train_partitioned.py")
         self.running = None  # the stage run() is at: where a stopped run goes on
+        self.first_stage = None
 
     def run(self, stage, stop_stage, config, train_stage=None):
-        """train_stage: the full model's outer-loop stage; None goes on where DIR left off, unless this
+        """stage None: go on after the last of split and merge that completed with these settings.
+        train_stage: the full model's outer-loop stage; None goes on where DIR left off, unless this
         call merges a new DIR/merged.mdl, which starts the full model over."""
+        if stage is None:
+            stage = self.resume_stage(config)
+            if stage:
+                print(f"steps/train_partitioned.py: going on at stage {stage} (" + ("the merged model"
+                      if stage == 3 else "the split") + " of these settings is done)", flush=True)
         stages = range(stage, stop_stage + 1)
-        self.running = stage
+        self.running = self.first_stage = stage
+        # The full model's options are checked before any sub-model trains (hours, on real data).
+        loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, self.dir,
+                               name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage") \
+            if 3 in stages else None
         if 0 in stages:   # before any sub-model trains: not found in every job's log
             outer.check_dims(config, config_mod.load(config), self.egs_dir)
         if {0, 1, 2} & set(stages):
@@ -108,10 +119,8 @@ class Partitioned:
                 self.launcher.tick = lock.beat
                 self.split_train_merge(stages, config)
                 self.launcher.tick = None
-        if 3 in stages:
+        if loop:
             self.running = 3
-            loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, self.dir,
-                                   name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage")
             if train_stage is None and 2 in stages:
                 train_stage = -1
             loop.run(train_stage, input_model=os.path.join(self.dir, "merged.mdl"))
@@ -121,10 +130,7 @@ class Partitioned:
         k, dir = self.popts.num_submodels, self.dir
         if 0 in stages:
             self.running = 0
-            self.launcher.run("split.log", ["nnet-split-submodels", f"--srand={self.opts.srand}",
-                                            *(["--allow-uneven"] if self.popts.allow_uneven else []),
-                                            *outer.presoftmax_option(self.opts, self.egs_dir, dir),
-                                            config, str(k), os.path.join(dir, "split")])
+            self.run_recorded("split.log", self.split_command(config))
         if 1 in stages:
             self.running = 1
             egs_dir = shard_egs(self.egs_dir, k, dir) if self.popts.sub_data == "shard" else self.egs_dir
@@ -137,11 +143,42 @@ class Partitioned:
                 self.submodels_by_driver(egs_dir)
         if 2 in stages:
             self.running = 2
-            scale = [f"--output-scale={self.popts.output_scale}"] if self.popts.output_scale else []
-            self.launcher.run("merge.log", [
-                "nnet-merge-submodels", "--partition", os.path.join(dir, "split", "partition.yaml"),
+            self.run_recorded("merge.log", self.merge_command())
+
+    def split_command(self, config):
+        return ["nnet-split-submodels", f"--srand={self.opts.srand}",
+                *(["--allow-uneven"] if self.popts.allow_uneven else []),
+                *outer.presoftmax_option(self.opts, self.egs_dir, self.dir),
+                config, str(self.popts.num_submodels), os.path.join(self.dir, "split")]
+
+    def merge_command(self):
+        scale = [f"--output-scale={self.popts.output_scale}"] if self.popts.output_scale else []
+        return ["nnet-merge-submodels", "--partition", os.path.join(self.dir, "split", "partition.yaml"),
                 f"--noise-fraction={self.popts.noise_fraction}", f"--srand={self.opts.srand}", *scale,
-                *[os.path.join(dir, f"sub.{j}", "final.mdl") for j in range(1, k + 1)], os.path.join(dir, "merged.mdl")])
+                *[os.path.join(self.dir, f"sub.{j}", "final.mdl") for j in range(1, self.popts.num_submodels + 1)],
+                os.path.join(self.dir, "merged.mdl")]
+
+    def run_recorded(self, log, command):
+        """Run ``command``; then DIR/log/LOG.done holds it, for resume_stage (removed first: a
+        command that stops half-way has not done what the record says)."""
+        record = os.path.join(self.log, f"{log}.done")
+        if os.path.exists(record):
+            os.remove(record)
+        self.launcher.run(log, command)
+        write_text(record, shlex.join(command) + "\n")
+
+    def resume_stage(self, config):
+        """3 when the merge of these settings completed, else 1 when the split did, else 0. A
+        completed merge means every sub-model was trained; stage 1 goes on where they stopped."""
+        def done(log, command):
+            try:
+                with open(os.path.join(self.log, f"{log}.done")) as f:
+                    return f.read() == shlex.join(command) + "\n"
+            except (OSError, UnicodeDecodeError):
+                return False
+        if done("merge.log", self.merge_command()) and os.path.exists(os.path.join(self.dir, "merged.mdl")):
+            return 3
+        return 1 if done("split.log", self.split_command(config)) else 0
 
     def submodels_by_job(self, egs_dir, fresh):
         """The outer loop's schedule with one job and no averaging, the K sub-models in lockstep

@@ -6,29 +6,35 @@ target (its class). Writes DIR/{train,test}/{feats.ark,feats.scp,targets.ark,tar
 
 Usage: local/prepare_data.py [--test-fraction 0.2] [--seed 0] data
 """
-import argparse
-import os
+from nnet_tools.cli import quiet_interrupt_until_ready
 
-import numpy as np
-from sklearn.datasets import load_digits
+quiet_interrupt_until_ready()   # Ctrl-C during the imports (seconds) ends it quietly
 
-from nnet_tools.data.images import write_data_dir
+import os  # noqa: E402
+
+import click  # noqa: E402
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+
+from nnet_tools.cli.common import program  # noqa: E402
+from nnet_tools.data.images import write_data_dir  # noqa: E402
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--test-fraction", type=float, default=0.2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("dir")
-    args = p.parse_args()
+@click.command()
+@click.option("--test-fraction", default=0.2, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.argument("dir")
+@program("local/prepare_data.py")
+def main(test_fraction, seed, dir):
+    """Example: local/prepare_data.py --seed 0 data"""
     digits = load_digits()
-    order = np.random.default_rng(args.seed).permutation(len(digits.target))
-    n_test = int(round(args.test_fraction * len(order)))
+    order = np.random.default_rng(seed).permutation(len(digits.target))
+    n_test = int(round(test_fraction * len(order)))
     for name, idx in (("test", order[:n_test]), ("train", order[n_test:])):
         idx = np.sort(idx)  # Kaldi tables are sorted by key
-        write_data_dir(os.path.join(args.dir, name), [f"digit{i:04d}" for i in idx], digits.data[idx] / 16.0,
+        write_data_dir(os.path.join(dir, name), [f"digit{i:04d}" for i in idx], digits.data[idx] / 16.0,
                        digits.target[idx])
-        print(f"local/prepare_data.py: wrote {len(idx)} utterances to {args.dir}/{name}")
+        print(f"local/prepare_data.py: wrote {len(idx)} utterances to {dir}/{name}")
 
 
 if __name__ == "__main__":

@@ -8,27 +8,29 @@ target (its class). Writes DIR/{train,test}/{feats.ark,feats.scp,targets.ark,tar
 
 Usage: local/prepare_data.py [--idx-dir /usr/share/datasets/fashion-mnist] data
 """
-import argparse
-import os
-import sys
+from nnet_tools.cli import quiet_interrupt_until_ready
 
-from nnet_tools.errors import NnetError
-from nnet_tools.data.images import load_idx_set, write_data_dir
+quiet_interrupt_until_ready()   # Ctrl-C during the imports (seconds) ends it quietly
+
+import os  # noqa: E402
+
+import click  # noqa: E402
+
+from nnet_tools.cli.common import program  # noqa: E402
+from nnet_tools.data.images import load_idx_set, write_data_dir  # noqa: E402
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--idx-dir", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("dir")
-    args = p.parse_args()
-    try:
-        for name, stem in (("train", "train"), ("test", "t10k")):
-            pixels, labels = load_idx_set(args.idx_dir, stem)
-            keys = [f"{stem}{i:05d}" for i in range(len(labels))]  # zero-padded: sorted, as Kaldi tables are
-            write_data_dir(os.path.join(args.dir, name), keys, pixels, labels)
-            print(f"local/prepare_data.py: wrote {len(keys)} images of {pixels.shape[1]} pixels to {args.dir}/{name}")
-    except NnetError as e:
-        sys.exit(f"local/prepare_data.py: {e}")
+@click.command()
+@click.option("--idx-dir", default="/usr/share/datasets/fashion-mnist", show_default=True)
+@click.argument("dir")
+@program("local/prepare_data.py")
+def main(idx_dir, dir):
+    """Example: local/prepare_data.py --idx-dir /usr/share/datasets/fashion-mnist data"""
+    for name, stem in (("train", "train"), ("test", "t10k")):
+        pixels, labels = load_idx_set(idx_dir, stem)
+        keys = [f"{stem}{i:05d}" for i in range(len(labels))]  # zero-padded: sorted, as Kaldi tables are
+        write_data_dir(os.path.join(dir, name), keys, pixels, labels)
+        print(f"local/prepare_data.py: wrote {len(keys)} images of {pixels.shape[1]} pixels to {dir}/{name}")
 
 
 if __name__ == "__main__":

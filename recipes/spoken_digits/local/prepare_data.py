@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Plan the spoken-digits corpus: data/{train,test} (wav.scp, text, utt2spk, spk2utt, synth.plan),
 train and test speakers disjoint. The waveforms are made next, by local/synth_wavs.py per job."""
-import click
+from nnet_tools.cli import quiet_interrupt_until_ready
 
-from nnet_tools.cli.common import program
-from nnet_tools.log import logger
-from nnet_tools.speech import synth
+quiet_interrupt_until_ready()   # Ctrl-C during the imports (seconds) ends it quietly
+
+import click  # noqa: E402
+
+from nnet_tools.cli.common import program  # noqa: E402
+from nnet_tools.log import logger  # noqa: E402
+from nnet_tools.speech import synth  # noqa: E402
 
 
 @click.command()

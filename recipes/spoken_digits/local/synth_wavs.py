@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Synthesise one job's share of a data dir's planned utterances with espeak-ng (16 kHz wav)."""
-import click
+from nnet_tools.cli import quiet_interrupt_until_ready
 
-from nnet_tools.cli.common import program
-from nnet_tools.log import logger
-from nnet_tools.speech import synth
+quiet_interrupt_until_ready()   # Ctrl-C during the imports (seconds) ends it quietly
+
+import click  # noqa: E402
+
+from nnet_tools.cli.common import program  # noqa: E402
+from nnet_tools.log import logger  # noqa: E402
+from nnet_tools.speech import synth  # noqa: E402
 
 
 @click.command()
