@@ -284,6 +284,9 @@ def test_stage_script_job_mode_sharded_data(tmp_path):
     # Stage 3 again goes on where the full model left off (here: done); it used to start it over.
     again = [*argv[:2], "--stage", 3, *argv[2:]]
     assert "is complete (final.mdl, accuracy.report); nothing to do" in run(*again, check=True).stdout
+    # The same command again (no --stage) goes on after the merge of these settings: nothing to do.
+    out = run(*argv, check=True).stdout
+    assert "going on at stage 3 (the merged model of these settings is done)" in out and "nothing to do" in out
 
 
 def test_job_mode_sub_models_go_on_where_they_stopped(tmp_path):

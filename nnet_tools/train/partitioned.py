@@ -102,8 +102,8 @@ class Partitioned:
         """stage None: go on after the last of split and merge that completed with these settings.
         train_stage: the full model's outer-loop stage; None goes on where DIR left off, unless this
         call merges a new DIR/merged.mdl, which starts the full model over."""
-        if stage is None:
-            stage = self.resume_stage(config)
+        if stage is None:   # (a stage past --stop-stage: that one again, its outputs unchanged)
+            stage = min(self.resume_stage(config), stop_stage)
             if stage:
                 print(f"steps/train_partitioned.py: going on at stage {stage} (" + ("the merged model"
                       if stage == 3 else "the split") + " of these settings is done)", flush=True)
@@ -131,6 +131,8 @@ class Partitioned:
     def split_train_merge(self, stages, config):
         """Stages 0-2: split the config into sub-models, train them, merge them into DIR/merged.mdl."""
         k, dir = self.popts.num_submodels, self.dir
+        if {0, 1} & set(stages):   # the merged model of earlier sub-models is not this run's
+            self.forget("merge.log")
         if 0 in stages:
             self.running = 0
             self.run_recorded("split.log", self.split_command(config))
@@ -169,11 +171,14 @@ class Partitioned:
     def run_recorded(self, log, command):
         """Run ``command``; then DIR/log/LOG.done holds it, for resume_stage (removed first: a
         command that stops half-way has not done what the record says)."""
+        self.forget(log)
+        self.launcher.run(log, command)
+        write_text(os.path.join(self.log, f"{log}.done"), shlex.join(command) + "\n")
+
+    def forget(self, log):
         record = os.path.join(self.log, f"{log}.done")
         if os.path.exists(record):
             os.remove(record)
-        self.launcher.run(log, command)
-        write_text(record, shlex.join(command) + "\n")
 
     def resume_stage(self, config):
         """3 when the merge of these settings completed, else 1 when the split did, else 0. A
