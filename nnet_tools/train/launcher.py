@@ -77,7 +77,6 @@ class Launcher:
         self.name = name
         self.tick = tick
         self.background = []   # (number, Popen) of the background commands still running
-        self.foreground = None  # the Popen of the last foreground command
         self.num_started = 0   # background commands started so far
 
     def argv(self, log, command, jobs=None, launcher_opts=()):
@@ -85,8 +84,8 @@ class Launcher:
         return self.cmd + list(launcher_opts) + array + [os.path.join(self.log_dir, log)] + [str(c) for c in command]
 
     def run(self, log, command, jobs=None, launcher_opts=()):
-        p = self.foreground = subprocess.Popen(self.argv(log, command, jobs, launcher_opts),
-                                               preexec_fn=_child_setup(ignore_sigint=self.is_nnet_queue))
+        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts),
+                             preexec_fn=_child_setup(ignore_sigint=self.is_nnet_queue))
         while True:
             try:
                 code = p.wait(timeout=TICK_SECONDS)
@@ -103,20 +102,6 @@ class Launcher:
         self.background.append((self.num_started, subprocess.Popen(
             self.argv(log, command, launcher_opts=launcher_opts),
             preexec_fn=_child_setup(BACKGROUND_NICENESS, self.is_nnet_queue))))
-
-    def stop(self):
-        """Stop every command still running (SIGTERM: nnet-queue stops its tasks) and wait for them,
-        so that their last words come before the caller's (Ctrl-C: the resume line is the last)."""
-        running = [p for _, p in self.background] + ([self.foreground] if self.foreground else [])
-        for p in running:
-            if p.poll() is None:
-                p.terminate()
-        for p in running:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        self.background, self.foreground = [], None
 
     def wait(self, upto=None):
         """Wait for the background commands: all, or the first ``upto`` started (see num_started)."""
