@@ -352,6 +352,11 @@ class Stats:
                             f"transition-ids, but the model has {want[0]}, {want[1]} and {want[2] - 1}")
 
 
+def _gauss_offsets(model):
+    """Where each pdf's Gaussians start in the flat per-Gaussian arrays (Stats), and the end."""
+    return np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
+
+
 def accumulate(model, stats, utterances):
     """Add the stats of aligned utterances [(feats, tids)]: each frame's posteriors over the
     Gaussians of its aligned pdf, as gmm-acc-stats-ali (done per pdf, over all frames at once)."""
@@ -362,7 +367,7 @@ def accumulate(model, stats, utterances):
     tids = np.concatenate([np.asarray(a, dtype=np.int64) for _, a in utterances])
     pdfs = tid2pdf[tids]
     stats.trans += np.bincount(tids, minlength=len(stats.trans))
-    offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
+    offsets = _gauss_offsets(model)
     for p in np.unique(pdfs):
         x = feats[pdfs == p]
         comp = model.am.get_pdf(int(p)).log_likelihoods_matrix(x).astype(np.float64)
@@ -408,7 +413,7 @@ def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, per
             g += 1
     opts = khg.MleDiagGmmOptions()
     opts.min_gaussian_occupancy = min_gaussian_occupancy
-    offsets = np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
+    offsets = _gauss_offsets(model)
     floored, removed = _floored_and_removed(stats, offsets, opts)
     impr, count = khg.mle_am_diag_gmm_update(config=opts, amdiag_gmm_acc=accs, flags=flags, am_gmm=model.am)
     if log:  # the wheel keeps Kaldi's own LOG lines to itself: these are MleAmDiagGmmUpdate's and gmm-est's

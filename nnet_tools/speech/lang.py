@@ -245,18 +245,19 @@ def prepare(lexicon_path, lang_dir, sil_prob=0.5, silence_phone="SIL", word_loop
 def _phone_sets(lang):
     """phones/'s files as prepare_lang.sh writes them, by name."""
     name = {i: p for p, i in lang.phones.items()}
+
+    def lines(ids, prefix="", by_name=True):
+        return "".join(f"{prefix}{name[i] if by_name else i}\n" for i in ids)
     sets = {"silence": lang.silence, "nonsilence": lang.nonsilence, "optional_silence": lang.silence[:1],
             "disambig": lang.disambig, "context_indep": lang.silence}
     files = {}
     for set_name, ids in sets.items():
-        files[f"{set_name}.txt"] = "".join(f"{name[i]}\n" for i in ids)
-        files[f"{set_name}.int"] = "".join(f"{i}\n" for i in ids)
+        files[f"{set_name}.txt"], files[f"{set_name}.int"] = lines(ids), lines(ids, by_name=False)
         files[f"{set_name}.csl"] = ":".join(map(str, ids)) + "\n"
     # One tree root per phone, each with its own pdfs (--share-silence-phones false).
     roots = lang.silence + lang.nonsilence
-    files["sets.txt"], files["sets.int"] = "".join(f"{name[i]}\n" for i in roots), "".join(f"{i}\n" for i in roots)
-    files["roots.txt"] = "".join(f"shared split {name[i]}\n" for i in roots)
-    files["roots.int"] = "".join(f"shared split {i}\n" for i in roots)
+    files["sets.txt"], files["sets.int"] = lines(roots), lines(roots, by_name=False)
+    files["roots.txt"], files["roots.int"] = lines(roots, "shared split "), lines(roots, "shared split ", False)
     files["extra_questions.txt"] = files["extra_questions.int"] = ""
     files["wdisambig.txt"] = "#0\n"
     files["wdisambig_phones.int"] = f"{lang.phones['#0']}\n"

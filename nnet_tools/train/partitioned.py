@@ -165,25 +165,28 @@ class Partitioned:
         command that stops half-way has not done what the record says)."""
         self.forget(log)
         self.launcher.run(log, command)
-        write_text(os.path.join(self.log, f"{log}.done"), shlex.join(command) + "\n")
+        write_text(self._record(log), shlex.join(command) + "\n")
 
     def forget(self, log):
-        record = os.path.join(self.log, f"{log}.done")
-        if os.path.exists(record):
-            os.remove(record)
+        if os.path.exists(self._record(log)):
+            os.remove(self._record(log))
+
+    def _record(self, log):
+        return os.path.join(self.log, f"{log}.done")
+
+    def _done(self, log, command):
+        try:
+            with open(self._record(log)) as f:
+                return f.read() == shlex.join(command) + "\n"
+        except (OSError, UnicodeDecodeError):
+            return False
 
     def resume_stage(self, config):
         """3 when the merge of these settings completed, else 1 when the split did, else 0. A
         completed merge means every sub-model was trained; stage 1 goes on where they stopped."""
-        def done(log, command):
-            try:
-                with open(os.path.join(self.log, f"{log}.done")) as f:
-                    return f.read() == shlex.join(command) + "\n"
-            except (OSError, UnicodeDecodeError):
-                return False
-        if done("merge.log", self.merge_command()) and os.path.exists(os.path.join(self.dir, "merged.mdl")):
+        if self._done("merge.log", self.merge_command()) and os.path.exists(os.path.join(self.dir, "merged.mdl")):
             return 3
-        return 1 if done("split.log", self.split_command(config)) else 0
+        return 1 if self._done("split.log", self.split_command(config)) else 0
 
     def submodels_by_job(self, egs_dir, fresh):
         """The outer loop's schedule with one job and no averaging, the K sub-models in lockstep
