@@ -128,6 +128,27 @@ def small_model(tmp_path):
     return cfg, mdl
 
 
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs, filled up; needs root (mount)."""
+    if os.geteuid() != 0:
+        pytest.skip("the disk-full cases mount a 1 MiB tmpfs, which needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        with open(mount / "filler", "wb") as f:
+            try:
+                f.write(b"\0" * (2 << 20))
+            except OSError:
+                pass
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
 def mono_model(lang_dir, lexicon=DIGITS_LEXICON):
     """A lang dir made from ``lexicon`` and a one-Gaussian-per-pdf model of 6-dim features on it."""
     from nnet_tools.speech import gmm, lang

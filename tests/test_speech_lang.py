@@ -1,5 +1,6 @@
 """Lang dir sanity: lexicon disambiguation, topology, L with optional silence, the word loop G."""
 import math
+import os
 
 import pytest
 
@@ -9,6 +10,7 @@ import kaldi_hmm_gmm as khg  # noqa: E402  (first: see nnet_tools/speech/__init_
 import kaldifst  # noqa: E402
 
 from conftest import REPO, error_line, run  # noqa: E402
+from nnet_tools.errors import NnetError  # noqa: E402
 from nnet_tools.speech import lang  # noqa: E402
 
 LEXICON = REPO / "recipes" / "spoken_digits" / "local" / "dict" / "lexicon.txt"
@@ -142,3 +144,11 @@ def test_corrupt_fst_and_topology_are_one_line(lang_dir, tmp_path):
     assert "topo: bad HMM topology" in line
     with pytest.raises(lang.NnetError, match="cannot read FST"):
         lang.read_fst(str(bad / "L_disambig.fst"))
+
+
+def test_an_fst_on_a_full_disk_is_one_line_and_no_file(lang_dir, full_disk):
+    """OpenFst's write returns false (no exception); its short temp file was renamed into place,
+    and mkgraph.sh printed "Wrote HCLG.fst" over an empty file."""
+    with pytest.raises(NnetError, match=f"^No space left on device: {full_disk}/G.fst$"):
+        lang.write_fst(lang.read_fst(str(lang_dir / "G.fst")), str(full_disk / "G.fst"))
+    assert os.listdir(full_disk) == ["filler"]

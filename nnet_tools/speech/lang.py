@@ -188,7 +188,12 @@ def word_loop_fst(lang, exclude=("!SIL",)):
 
 def write_fst(fst, path):
     with atomic_path(path) as tmp:
-        fst.write(tmp)
+        said = []
+        with stderr_captured(said):  # OpenFst says why on stderr and returns false: no errno
+            written = fst.write(tmp)
+        if not written:  # a full disk, mostly: the temp file stays short and must not be renamed
+            reason = "".join(said).strip().splitlines()[:1] or ["OpenFst's write failed"]
+            raise write_error(path, RuntimeError(reason[0].removeprefix("ERROR: ")))
 
 
 def read_fst(path):
