@@ -1,4 +1,7 @@
-"""Child processes that do not outlive their parent (Linux PR_SET_PDEATHSIG)."""
+"""Process lifetimes and signals: children that do not outlive their parent (Linux
+PR_SET_PDEATHSIG), signals held back while a step must finish, and a process on its way out
+that no further signal can cut short."""
+import contextlib
 import ctypes
 import os
 import signal
@@ -19,3 +22,30 @@ def die_with_parent(sig=signal.SIGTERM):
             if os.getppid() != parent:  # the parent died before the prctl took effect
                 os._exit(1)
     return set_signal
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Hold SIGINT/SIGTERM back until the block is done (e.g. until a submitted job's id is
+    known, so that the job can be cancelled); a signal that came meanwhile is delivered on exit.
+    Child processes started inside inherit the block, so they finish their step too."""
+    signals = {signal.SIGINT, signal.SIGTERM}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _not_listening(signum, frame):
+    pass
+
+
+def stop_listening():
+    """Take no notice of SIGINT or SIGTERM from here on: the process is already on its way out, and
+    a second signal (Ctrl-C reaches a launcher and its tasks, a dying parent sends SIGTERM too) must
+    not raise again from its clean-up or last message, outside any handler: a traceback. A handler
+    that does nothing, not SIG_IGN: for a signal already pending, Python would print 'Signal 15
+    ignored due to race condition'."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _not_listening)

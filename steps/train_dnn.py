@@ -54,6 +54,7 @@ def main():
         sys.exit(f"steps/train_dnn.py: {e}\nsteps/train_dnn.py: to resume once the cause is fixed: "
                  f"{outer.resume_command()}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
+        loop.launcher.stop()
         print(f"steps/train_dnn.py: interrupted\nsteps/train_dnn.py: to resume: {outer.resume_command()}",
               file=sys.stderr, flush=True)
         sys.exit(130)

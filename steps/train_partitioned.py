@@ -96,6 +96,7 @@ def main():
         hint = "" if isinstance(e, outer.NoResume) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"
         sys.exit(f"{NAME}: {e}{hint}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
+        part.stop()
         print(f"{NAME}: interrupted\n{NAME}: to resume: {resume(part)}", file=sys.stderr, flush=True)
         sys.exit(130)
     print(f"{NAME}: done stages {part.first_stage}..{args.stop_stage} in {args.dir}", flush=True)

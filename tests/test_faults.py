@@ -163,28 +163,48 @@ def test_sigterm_removes_a_programs_temp_files_and_still_ends_it_by_the_signal(t
     assert "Traceback" not in err and os.listdir(tmp_path / "egs") == []
 
 
-# --- disk full --------------------------------------------------------------------------------
+PROGRAM_STOPPED = """
+import os, signal, sys
+import click
+from nnet_tools import log
+from nnet_tools.cli.common import program
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A 1 MiB tmpfs, filled up; needs root (mount)."""
-    if os.geteuid() != 0:
-        pytest.skip("the disk-full cases mount a 1 MiB tmpfs, which needs root")
-    mount = tmp_path / "full"
-    mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+signal.signal(signal.SIGINT, signal.SIG_DFL)   # as an nnet-* program starts
+setup = log.setup
+def stopped_while_echoing(*args):   # a launcher's SIGTERM as the program prints its command line
+    if sys.argv[1] == "early":
+        os.kill(os.getpid(), signal.SIGTERM)
+    setup(*args)
+log.setup = stopped_while_echoing
+
+@click.command()
+@program("nnet-x")
+def main():
+    if sys.argv[1] == "together":   # Ctrl-C and the driver's SIGTERM at the same instant
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        with open(mount / "filler", "wb") as f:
-            try:
-                f.write(b"\0" * (2 << 20))
-            except OSError:
-                pass
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
+        os.kill(os.getpid(), signal.SIGINT)
+    finally:   # and a second signal as it cleans up (the driver dying after Ctrl-C)
+        os.kill(os.getpid(), signal.SIGTERM)
+main(sys.argv[2:])
+"""
 
+
+@pytest.mark.parametrize("when", ["early", "late", "together"])
+def test_a_signal_at_any_point_of_a_programs_life_ends_it_in_one_line(tmp_path, when):
+    """Even as its handlers go in, a second one during the clean-up of the first, or two at once:
+    never a traceback (a Ctrl-C'd run printed one from a launcher SIGTERMed during its first print)."""
+    r = subprocess.run([sys.executable, "-c", PROGRAM_STOPPED, when], capture_output=True, text=True,
+                       timeout=60)
+    # the first signal handled decides (of two at once, SIGINT); the others are not heard
+    code, last = (-signal.SIGTERM, "terminated (SIGTERM)") if when == "early" else (130, "interrupted")
+    assert r.returncode == code and r.stderr.splitlines()[-1] == f"ERROR (nnet-x) {last}", r.stderr
+    assert "Traceback" not in r.stderr and "race condition" not in r.stderr, r.stderr
+
+# --- disk full --------------------------------------------------------------------------------
 
 def test_disk_full_is_named_by_every_writer_and_leaves_no_temp(tmp_path, full_disk, small_model):
     feats, targets = write_data(tmp_path / "data")

@@ -3,6 +3,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -190,6 +191,34 @@ def test_sigterm_kills_running_tasks(tmp_path):
     wait_for(lambda: all(gone(pid) for pid in sleeps))
     for task in (1, 2):          # the killed tasks' logs are closed with a footer
         assert "# Ended (code 0; signal 15)" in (tmp_path / f"log/s.{task}.log").read_text()
+
+
+def test_an_interrupted_launcher_stays_deaf_to_further_signals():
+    """Ctrl-C reaches nnet-queue, and its driver's SIGTERM too, even at the same instant: the
+    second signal must not raise as the launcher exits (it printed a traceback), nor have Python
+    print 'Signal 15 ignored due to race condition'."""
+    script = """
+import os, signal, time
+from nnet_tools.queue.backend import Interrupted, interruptible
+saved = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+with interruptible():   # no signal: the handlers are given back
+    pass
+assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == saved
+try:
+    with interruptible():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        time.sleep(5)
+except Interrupted as e:
+    print("interrupted by", e.signum, flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.5)
+print("still here")
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "interrupted by 2\nstill here\n", "")
 
 
 # Library-level: what the engine backends will share.

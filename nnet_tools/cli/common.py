@@ -9,6 +9,7 @@ import click
 from nnet_tools import log
 from nnet_tools.cli import interrupt_as_exception
 from nnet_tools.errors import NnetError, not_utf8
+from nnet_tools.procs import stop_listening
 
 # A --srand: torch's and numpy's generators take seeds in [0, 2^63).
 SEED = click.IntRange(0, 2 ** 63 - 1)
@@ -23,6 +24,7 @@ class Terminated(BaseException):
 
 
 def _raise_terminated(signum, frame):
+    stop_listening()
     raise Terminated()
 
 
@@ -37,11 +39,11 @@ def program(name):
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            interrupt_as_exception()
-            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _raise_terminated)
-            log.setup(name, kwargs.get("verbose", 0) or 0)
-            try:
+            try:  # the handlers first thing inside: a signal may come as soon as they are in
+                interrupt_as_exception()
+                if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                    signal.signal(signal.SIGTERM, _raise_terminated)
+                log.setup(name, kwargs.get("verbose", 0) or 0)
                 return fn(*args, **kwargs)
             except NnetError as e:
                 print(f"ERROR ({name}) {e}", file=sys.stderr, flush=True)

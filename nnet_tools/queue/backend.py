@@ -12,6 +12,7 @@ import threading
 
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import check_writable, make_dirs
+from nnet_tools.procs import stop_listening
 from nnet_tools.queue import tasklog
 
 
@@ -35,30 +36,20 @@ def interruptible():
         return
 
     def raise_interrupted(signum, frame):
-        # A second signal must not cut short the backend stopping its tasks.
-        for s in previous:
-            signal.signal(s, signal.SIG_IGN)
+        # A second signal must not cut short the backend stopping its tasks, nor raise again
+        # outside any handler as the launcher exits.
+        interrupted.append(signum)
+        stop_listening()
         raise Interrupted(signum)
 
+    interrupted = []
     previous = {s: signal.signal(s, raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-@contextlib.contextmanager
-def deferred_signals():
-    """Hold SIGINT/SIGTERM back until the block is done (e.g. until a submitted job's id is
-    known, so that the job can be cancelled); a signal that came meanwhile is delivered on exit.
-    Child processes started inside inherit the block, so they finish their step too."""
-    signals = {signal.SIGINT, signal.SIGTERM}
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if not interrupted:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 class Backend:

@@ -25,8 +25,9 @@ import time
 
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import make_dirs
+from nnet_tools.procs import deferred_signals
 from nnet_tools.queue import config, tasklog, wrapper
-from nnet_tools.queue.backend import Backend, Interrupted, deferred_signals
+from nnet_tools.queue.backend import Backend, Interrupted
 
 # (first, factor, most) seconds between looks: at the marker files, and at the engine.
 MARKER_POLL = (0.1, 1.1, 1.0)

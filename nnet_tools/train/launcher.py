@@ -19,7 +19,7 @@ import sys
 
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.procs import die_with_parent
+from nnet_tools.procs import deferred_signals, die_with_parent
 from nnet_tools.queue import tasklog
 
 TICK_SECONDS = 10.0
@@ -53,15 +53,22 @@ def _child_setup(niceness=0, ignore_sigint=False):
     ``ignore_sigint`` (for nnet-queue) it starts with Ctrl-C ignored: Ctrl-C reaches the terminal's
     whole process group, and a Python interpreter it catches while starting prints a traceback;
     nnet-queue handles SIGINT itself once its tasks run, and the driver's exit stops it (SIGTERM)
-    before that. Not for Kaldi's run.pl, whose tasks would inherit it and outlive the Ctrl-C."""
+    before that. Not for Kaldi's run.pl, whose tasks would inherit it and outlive the Ctrl-C.
+    The driver starts it with SIGINT/SIGTERM blocked (so that it knows what it started): the child
+    drops the driver's Python handlers, as exec would, before it unblocks them, so that a pending
+    signal never runs them in the child."""
     die = die_with_parent()
 
     def setup():
         die()
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if callable(signal.getsignal(s)):
+                signal.signal(s, signal.SIG_DFL)
         if ignore_sigint:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if niceness:
             os.nice(niceness)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     return setup
 
 
@@ -77,6 +84,7 @@ class Launcher:
         self.name = name
         self.tick = tick
         self.background = []   # (number, Popen) of the background commands still running
+        self.foreground = None  # the Popen of the last foreground command
         self.num_started = 0   # background commands started so far
 
     def argv(self, log, command, jobs=None, launcher_opts=()):
@@ -84,8 +92,9 @@ class Launcher:
         return self.cmd + list(launcher_opts) + array + [os.path.join(self.log_dir, log)] + [str(c) for c in command]
 
     def run(self, log, command, jobs=None, launcher_opts=()):
-        p = subprocess.Popen(self.argv(log, command, jobs, launcher_opts),
-                             preexec_fn=_child_setup(ignore_sigint=self.is_nnet_queue))
+        with deferred_signals():   # a Ctrl-C inside Popen lost the started command: stop() missed it
+            p = self.foreground = subprocess.Popen(self.argv(log, command, jobs, launcher_opts),
+                                                   preexec_fn=_child_setup(ignore_sigint=self.is_nnet_queue))
         while True:
             try:
                 code = p.wait(timeout=TICK_SECONDS)
@@ -99,9 +108,24 @@ class Launcher:
     def start(self, log, command, launcher_opts=()):
         self._reap(block=False)
         self.num_started += 1
-        self.background.append((self.num_started, subprocess.Popen(
-            self.argv(log, command, launcher_opts=launcher_opts),
-            preexec_fn=_child_setup(BACKGROUND_NICENESS, self.is_nnet_queue))))
+        with deferred_signals():
+            self.background.append((self.num_started, subprocess.Popen(
+                self.argv(log, command, launcher_opts=launcher_opts),
+                preexec_fn=_child_setup(BACKGROUND_NICENESS, self.is_nnet_queue))))
+
+    def stop(self):
+        """Stop every command still running (SIGTERM: nnet-queue stops its tasks) and wait for them,
+        so that their last words come before the caller's (Ctrl-C: the resume line is the last)."""
+        running = [p for _, p in self.background] + ([self.foreground] if self.foreground else [])
+        for p in running:
+            if p.poll() is None:
+                p.terminate()
+        for p in running:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.background, self.foreground = [], None
 
     def wait(self, upto=None):
         """Wait for the background commands: all, or the first ``upto`` started (see num_started)."""

@@ -95,6 +95,7 @@ class Partitioned:
             raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
         self.launcher = Launcher(opts.cmd, self.log, "steps/train_partitioned.py")
         self.running = None  # the stage run() is at: where a stopped run goes on
+        self.launchers = [self.launcher]   # every one that may have commands running (stop)
         self.first_stage = None
 
     def run(self, stage, stop_stage, config, train_stage=None):
@@ -112,6 +113,8 @@ class Partitioned:
         loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, self.dir,
                                name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage") \
             if 3 in stages else None
+        if loop:
+            self.launchers.append(loop.launcher)
         if 0 in stages:   # before any sub-model trains: not found in every job's log
             outer.check_dims(config, config_mod.load(config), self.egs_dir)
         if {0, 1, 2} & set(stages):
@@ -146,6 +149,11 @@ class Partitioned:
         if 2 in stages:
             self.running = 2
             self.run_recorded("merge.log", self.merge_command())
+
+    def stop(self):
+        """Stop what is still running, and wait for it (Ctrl-C)."""
+        for launcher in self.launchers:
+            launcher.stop()
 
     def split_command(self, config):
         return ["nnet-split-submodels", f"--srand={self.opts.srand}",
@@ -295,6 +303,7 @@ class Partitioned:
                                        initial_lrate=p.sub_initial_lrate, final_lrate=p.sub_final_lrate,
                                        jobs_initial=p.sub_jobs_initial, jobs_final=p.sub_jobs_final)
         local = Launcher("nnet-queue local", self.log, "steps/train_partitioned.py")
+        self.launchers.append(local)
         local.run("train_sub.JOB.log", [
             self.driver, *options.to_argv(sub_opts), "--trainer.input-model", os.path.join(self.dir, "split", "sub.JOB.mdl"),
             "--egs.dir", egs_dir, "--dir", os.path.join(self.dir, "sub.JOB")],
