@@ -163,6 +163,23 @@ def test_sigterm_removes_a_programs_temp_files_and_still_ends_it_by_the_signal(t
     assert "Traceback" not in err and os.listdir(tmp_path / "egs") == []
 
 
+def test_a_stopped_task_lets_its_pipeline_clean_up(tmp_path):
+    """nnet-queue stopping a task (Ctrl-C, scancel) whose command is a pipeline, as decode.sh's:
+    the task's shell dies at once, and the group's SIGKILL followed, so the writer at the end of
+    the pipe lost its SIGTERM clean-up (its temp file stayed, its last line was missing)."""
+    feats, _ = write_data(tmp_path / "data")
+    task = f"{{ cat {tmp_path}/data/feats.ark; sleep 300; }} | nnet-add-deltas ark:- ark,t:{tmp_path}/out/deltas.txt"
+    proc = subprocess.Popen(["nnet-queue", "local", f"{tmp_path}/log/task.log", "bash", "-c", task],
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (tmp_path / "out").exists() and temps(tmp_path / "out"))
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "caught signal 15, stopped all tasks" in err
+    log = (tmp_path / "log" / "task.log").read_text()
+    assert "ERROR (nnet-add-deltas) terminated (SIGTERM)\n" in log and "# Ended (code 0; signal 15)" in log, log
+    assert os.listdir(tmp_path / "out") == []
+
+
 PROGRAM_STOPPED = """
 import os, signal, sys
 import click

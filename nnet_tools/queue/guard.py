@@ -7,6 +7,10 @@ whole process group, so no task goes on writing into a log that a new run may ow
 it waits for the command and exits as the command did (same code, or same signal), so the
 launcher reads the task's status exactly as if it had run the command itself.
 
+When the launcher stops the task (SIGTERM to its group), the task's shell dies at once, but the
+programs of its pipeline (``a | b``) are still cleaning up (temp files, their last line): the
+guard adopts them (a child subreaper) and waits for them too, within the launcher's grace.
+
 Standard library only, run by file path without site (python3 -S -E): every task pays its
 start-up time.
 """
@@ -16,6 +20,7 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 PARENT_DIED = signal.SIGUSR2
 
 
@@ -23,18 +28,31 @@ def _kill_group(signum=None, frame=None):
     os.killpg(0, signal.SIGKILL)
 
 
+def _prctl(option, value):
+    """Linux's prctl; False where it is missing or refused."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _die_with_parent(parent):
     """Arrange SIGUSR2 -> kill the group when ``parent`` dies; False where Linux's prctl is missing."""
     signal.signal(PARENT_DIED, _kill_group)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(PARENT_DIED), 0, 0, 0) != 0:
-            return False
-    except (OSError, AttributeError):
+    if not _prctl(PR_SET_PDEATHSIG, int(PARENT_DIED)):
         return False
     if os.getppid() != parent:   # it died before prctl took effect
         _kill_group()
     return True
+
+
+def _reap_all():
+    """Wait for every process left to this one: the task's, orphaned by its shell (subreaper)."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
 
 
 def _keep_priority():
@@ -57,9 +75,13 @@ def main(argv):
     _keep_priority()
     # The launcher stops a task by signalling its group, child included: wait for the child's
     # end. A handler (not SIG_IGN) is reset by exec, so the child gets these signals as usual.
+    stopped = []
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, lambda signum, frame: None)
+        signal.signal(s, lambda signum, frame: stopped.append(signum))
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
     code = os.waitstatus_to_exitcode(os.waitpid(os.posix_spawnp(command[0], command, os.environ), 0)[1])
+    if stopped:
+        _reap_all()
     if code < 0:   # killed by a signal: end the same way, so the launcher logs 'signal N'
         if -code not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(-code, signal.SIG_DFL)
