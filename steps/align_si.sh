@@ -18,7 +18,7 @@ done
 mkdir -p $dir/log
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
-cp $srcdir/final.mdl $dir/final.mdl
+utils/atomic_write.sh $dir/final.mdl cat $srcdir/final.mdl
 echo $nj > $dir/num_jobs
 feats="ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | nnet-add-deltas ark:- ark:- |"
 $cmd JOB=1:$nj $dir/log/align.JOB.log \

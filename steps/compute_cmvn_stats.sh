@@ -16,5 +16,5 @@ cmvndir=$(cd $cmvndir && pwd)
 nnet-compute-cmvn-stats --spk2utt $data/spk2utt scp:$data/feats.scp \
   ark,scp:$cmvndir/cmvn_$name.ark,$cmvndir/cmvn_$name.scp 2> $logdir/cmvn_$name.log || {
   echo "$0: failed, see $logdir/cmvn_$name.log" 1>&2; tail -1 $logdir/cmvn_$name.log 1>&2; exit 1; }
-cp $cmvndir/cmvn_$name.scp $data/cmvn.scp
+utils/atomic_write.sh $data/cmvn.scp cat $cmvndir/cmvn_$name.scp
 echo "$0: succeeded computing CMVN stats for $name"

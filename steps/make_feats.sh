@@ -22,7 +22,7 @@ opts=(--type $feat_type); [ -n "$conf" ] && opts+=(--config $conf)
 $cmd JOB=1:$nj $logdir/make_${feat_type}_$name.JOB.log \
   nnet-compute-feats "${opts[@]}" $data/split$nj/JOB/wav.scp \
   ark,scp:$featdir/raw_${feat_type}_$name.JOB.ark,$featdir/raw_${feat_type}_$name.JOB.scp
-for j in $(seq $nj); do cat $featdir/raw_${feat_type}_$name.$j.scp; done | sort > $data/feats.scp
+utils/atomic_write.sh $data/feats.scp sort $(seq -f "$featdir/raw_${feat_type}_$name.%g.scp" $nj)
 nf=$(wc -l < $data/feats.scp); nu=$(wc -l < $data/wav.scp)
 [ $nf -eq $nu ] || echo "$0: WARNING: features for $nf of $nu utterances (see $logdir/make_${feat_type}_$name.*.log)"
 echo "$0: succeeded making $feat_type features for $name ($nf utterances)"

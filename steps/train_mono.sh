@@ -74,7 +74,7 @@ while [ $x -lt $num_iters ]; do
   [ $x -le $max_iter_inc ] && numgauss=$((numgauss + incgauss))
   x=$((x+1))
 done
-cp $dir/$x.mdl $dir/final.mdl
+utils/atomic_write.sh $dir/final.mdl cat $dir/$x.mdl
 rm -f $dir/feats.*.ark
 grep -h "Overall avg like per frame (Gaussian only)" $dir/log/acc.$((x-1)).*.log | sed 's/^LOG ([^)]*) //' | head -1
 echo "$0: done training monophone system in $dir"

@@ -1,9 +1,11 @@
 """The shell stage scripts' own checks: a bad number is one line and exit 1 before any work."""
+import os
+import signal
 import subprocess
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, wait_for
 
 
 @pytest.mark.parametrize("script, args, message", [
@@ -15,3 +17,39 @@ def test_stage_scripts_check_their_numbers(tmp_path, script, args, message):
     r = subprocess.run(["bash", REPO / script, *args], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 1 and message in r.stderr.splitlines()[-1], r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+ATOMIC_WRITE = REPO / "utils" / "atomic_write.sh"
+
+
+def test_atomic_write_replaces_a_file_only_with_a_whole_new_one(tmp_path):
+    """What the steps write with a shell redirect or cp (feats.scp, cmvn.scp, final.mdl, wer_10)
+    goes through it: a step stopped midway left a truncated or empty file under the real name."""
+    target = tmp_path / "feats.scp"
+    target.write_text("old\n")
+    failed = subprocess.run(["bash", "-c", f"{ATOMIC_WRITE} {target} bash -c 'echo half; exit 3'"],
+                            capture_output=True, text=True)
+    assert failed.returncode == 3 and target.read_text() == "old\n" and failed.stderr == ""
+    stopped = subprocess.Popen([ATOMIC_WRITE, target, "bash", "-c", "echo half; exec sleep 300"], start_new_session=True)
+    wait_for(lambda: len(list(tmp_path.iterdir())) == 2)   # the temp file, beside it
+    os.killpg(stopped.pid, signal.SIGINT)   # Ctrl-C
+    assert stopped.wait(timeout=30) == 130 and target.read_text() == "old\n"
+    # a command may read the file it replaces (``sort f > f`` empties it)
+    ok = subprocess.run([ATOMIC_WRITE, target, "sort", "-r", target], capture_output=True, text=True)
+    assert ok.returncode == 0 and target.read_text() == "old\n"
+    subprocess.run([ATOMIC_WRITE, target, "printf", "b\\na\\n"], check=True)
+    assert target.read_text() == "b\na\n" and oct(target.stat().st_mode & 0o777) == oct(0o666 & ~umask())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats.scp"]
+
+
+def test_atomic_write_on_a_full_disk_names_the_file(full_disk):
+    r = subprocess.run([ATOMIC_WRITE, full_disk / "final.mdl", "head", "-c", "100000", "/dev/zero"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and r.stderr.splitlines()[-1] == f"No space left on device: {full_disk}/final.mdl"
+    assert os.listdir(full_disk) == ["filler"]
+
+
+def umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -6,5 +6,5 @@ set -euo pipefail
 data=$1; graph=$2; dir=$3
 lmwt=10
 mkdir -p $dir/scoring
-cat $dir/words.*.txt | utils/int2sym.sh $graph/words.txt | sort > $dir/scoring/$lmwt.txt
-nnet-compute-wer --mode present $data/text $dir/scoring/$lmwt.txt 2> $dir/scoring/log.$lmwt > $dir/wer_$lmwt
+utils/atomic_write.sh $dir/scoring/$lmwt.txt bash -o pipefail -c "cat $dir/words.*.txt | utils/int2sym.sh $graph/words.txt | sort"
+utils/atomic_write.sh $dir/wer_$lmwt nnet-compute-wer --mode present $data/text $dir/scoring/$lmwt.txt 2> $dir/scoring/log.$lmwt

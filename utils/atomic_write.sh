@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run COMMAND with its standard output going to FILE, all or nothing: into a temp file beside
+# FILE, renamed over it only if COMMAND succeeded, so that a step stopped or failed midway
+# (Ctrl-C, a full disk) never leaves FILE half-written under its name, as nnet-* programs never
+# do. The temp file is named as theirs (.tmp.<host>.<pid>.*), so that after a kill -9 the next
+# nnet-* program writing into that dir removes it.
+#   e.g.  utils/atomic_write.sh exp/mono_ali/final.mdl cat exp/mono/final.mdl
+set -uo pipefail
+[ $# -ge 2 ] || { echo "Usage: utils/atomic_write.sh <file> <command> [<arg>...]" 1>&2; exit 1; }
+file=$1; shift
+host=$(hostname | cut -d. -f1 | tr -c 'A-Za-z0-9_\n-' _)
+tmp=$(mktemp "$(dirname "$file")/.tmp.${host:-host}.$$.XXXXXXXX.$(basename "$file")") || exit 1
+trap 'rm -f "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+"$@" > "$tmp"
+rc=$?
+if [ $rc -ne 0 ]; then
+  # A full disk: cat and friends do not say which file; a step's user needs to know.
+  avail=$(df -Pk "$(dirname "$file")" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  [ -n "$avail" ] && [ "$avail" -lt 64 ] && echo "No space left on device: $file" 1>&2
+  exit $rc
+fi
+chmod "$(printf %o $((0666 & ~0$(umask))))" "$tmp" && mv -f "$tmp" "$file"
