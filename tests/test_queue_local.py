@@ -53,6 +53,19 @@ def test_array_with_one_failing_task(tmp_path):
         assert threads == 1
 
 
+def test_a_failure_repeats_the_first_failed_tasks_error_line(tmp_path):
+    """A step's user saw only '2 / 3 failed, log is in ...'; what went wrong (a full disk, a bad
+    input, named by the program) was in the log."""
+    r = queue_local(tmp_path, "JOB=1:3", "log/e.JOB.log", "bash", "-c",
+                    "[ JOB = 1 ] || { echo 'ERROR (nnet-x) early' >&2; echo 'ERROR (nnet-x) No space left on device: JOB.ark' >&2; "
+                    "echo 'LOG (nnet-x) after' >&2; exit 1; }")
+    assert r.stderr.splitlines()[-3:] == [
+        "nnet-queue: 2 / 3 failed, log is in log/e.*.log", "nnet-queue: failed: log/e.2.log log/e.3.log",
+        "nnet-queue: log/e.2.log: ERROR (nnet-x) No space left on device: 2.ark"], r.stderr
+    r = queue_local(tmp_path, "log/f.log", "false")   # no ERROR line: run.pl's line alone
+    assert r.stderr.splitlines()[-1] == "nnet-queue: job failed, log is in log/f.log"
+
+
 def test_single_job_success_and_failure(tmp_path):
     r = queue_local(tmp_path, "exp/log/one.log", "echo", "hello world")
     assert r.returncode == 0, r.stderr

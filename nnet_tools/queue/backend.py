@@ -17,6 +17,7 @@ from nnet_tools.queue import tasklog
 
 
 MAX_NAMED = 10   # failed tasks' logs named in the failure message
+MAX_ERROR_CHARS = 500   # of the first failed task's ERROR line, repeated there
 
 
 class Interrupted(Exception):
@@ -113,6 +114,13 @@ def run(backend_cls, spec, prog="nnet-queue", stderr=None):
     failed += [task for task, status in statuses.items() if status != 0]
     if not failed:
         return 0
+    _report_failures(spec, sorted(failed), prog, stderr)
+    return 1
+
+
+def _report_failures(spec, failed, prog, stderr):
+    """run.pl's lines, then the first failed task's ERROR line: what went wrong, without opening
+    the log (a full disk, a bad input file, named there)."""
     if len(spec.tasks) == 1:
         log = spec.log_for(spec.start)
         print(f"{prog}: job failed, log is in {log}", file=stderr)
@@ -121,7 +129,11 @@ def run(backend_cls, spec, prog="nnet-queue", stderr=None):
     else:
         print(f"{prog}: {len(failed)} / {len(spec.tasks)} failed, log is in {spec.log_glob()}",
               file=stderr)
-        named = [spec.log_for(task) for task in sorted(failed)]
+        named = [spec.log_for(task) for task in failed]
         print(f"{prog}: failed: {' '.join(named[:MAX_NAMED])}{' ...' if len(named) > MAX_NAMED else ''}",
               file=stderr)
-    return 1
+    for task in failed:
+        error = tasklog.last_error(spec.log_for(task))
+        if error:
+            print(f"{prog}: {spec.log_for(task)}: {error[:MAX_ERROR_CHARS]}", file=stderr)
+            return

@@ -89,3 +89,21 @@ def ended_code(log):
         if m := _ENDED.match(line):
             return int(m.group(1)) or (128 + int(m.group(2)) if m.group(2) else 0)
     return None
+
+
+def read_tail(path, size=4096):
+    """The last ``size`` bytes of a log as text; "" if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def last_error(log):
+    """A task's last ``ERROR (program...) message`` line (ours and Kaldi's programs'), or None."""
+    for line in reversed(read_tail(log).splitlines()):
+        if line.startswith("ERROR ("):
+            return line
+    return None

@@ -22,6 +22,7 @@ from nnet_tools.errors import NnetError
 from nnet_tools.fileio import check_writable, make_dirs, write_text
 from nnet_tools.report import logparse, summary
 from nnet_tools.model import config as config_mod, model_io, presoftmax
+from nnet_tools.queue import tasklog
 from nnet_tools.train import dropout_schedule, manifest, options, schedule, tree_average
 from nnet_tools.train.exp_lock import ExpLock
 from nnet_tools.train.launcher import LaunchFailed, Launcher
@@ -380,7 +381,7 @@ class OuterLoop:
                 if self.job_done(it, j):
                     succeeded.append(j)
                     break
-                went_nonfinite = bool(NONFINITE_RE.search(read_tail(log)))
+                went_nonfinite = bool(NONFINITE_RE.search(tasklog.read_tail(log)))
                 if attempt > self.opts.max_retries:
                     nonfinite += went_nonfinite
                     break
@@ -420,10 +421,8 @@ class OuterLoop:
 
     def job_error(self, it, job):
         """The message of a failed job's last ERROR line, or None."""
-        for line in reversed(read_tail(self.path(f"log/train.{it}.{job}.log")).splitlines()):
-            if line.startswith("ERROR ("):
-                return line.partition(") ")[2]
-        return None
+        line = tasklog.last_error(self.path(f"log/train.{it}.{job}.log"))
+        return line and line.partition(") ")[2]
 
     def job_done(self, it, job):
         """A job succeeded when its model exists (written atomically, last) and its log says how it did."""
@@ -524,15 +523,6 @@ def whole_model(path, warn):
     except NnetError as e:
         warn(f"not resuming from {path}: {e}")
         return False
-
-
-def read_tail(path, size=4096):
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - size))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _natural(name):
