@@ -1,4 +1,5 @@
 """The shell stage scripts' own checks: a bad number is one line and exit 1 before any work."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -30,10 +31,16 @@ def test_atomic_write_replaces_a_file_only_with_a_whole_new_one(tmp_path):
     failed = subprocess.run(["bash", "-c", f"{ATOMIC_WRITE} {target} bash -c 'echo half; exit 3'"],
                             capture_output=True, text=True)
     assert failed.returncode == 3 and target.read_text() == "old\n" and failed.stderr == ""
-    stopped = subprocess.Popen([ATOMIC_WRITE, target, "bash", "-c", "echo half; exec sleep 300"], start_new_session=True)
-    wait_for(lambda: len(list(tmp_path.iterdir())) == 2)   # the temp file, beside it
-    os.killpg(stopped.pid, signal.SIGINT)   # Ctrl-C
-    assert stopped.wait(timeout=30) == 130 and target.read_text() == "old\n"
+    # Ctrl-C: SIGINT to its process group, not ignored (a pytest-xdist worker ignores it)
+    stopped = subprocess.Popen([ATOMIC_WRITE, target, "bash", "-c", "echo half; exec sleep 300"], start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_for(lambda: len(list(tmp_path.iterdir())) == 2)   # the temp file, beside it
+        os.killpg(stopped.pid, signal.SIGINT)
+        assert stopped.wait(timeout=30) == 130 and target.read_text() == "old\n"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(stopped.pid, signal.SIGKILL)
     # a command may read the file it replaces (``sort f > f`` empties it)
     ok = subprocess.run([ATOMIC_WRITE, target, "sort", "-r", target], capture_output=True, text=True)
     assert ok.returncode == 0 and target.read_text() == "old\n"
