@@ -127,7 +127,7 @@ def test_ctrl_c_stops_the_run_in_one_line_that_says_how_to_resume(setup):
     assert not (exp / "driver.lock").exists()
 
 
-def test_ctrl_c_while_sub_model_drivers_train_and_the_resume_line_goes_on(setup):
+def test_ctrl_c_while_sub_model_drivers_train_stops_them_all_and_says_how_to_resume(setup):
     """The nested case: train_partitioned.py's launcher runs a train_dnn.py per sub-model, each with
     its own launcher and jobs. Ctrl-C stops all of them; the last line is the command that resumes."""
     tmp, _ = setup
@@ -145,10 +145,8 @@ def test_ctrl_c_while_sub_model_drivers_train_and_the_resume_line_goes_on(setup)
     *_, said, resume = err.splitlines()
     assert said == "steps/train_partitioned.py: interrupted", err
     assert resume == f"steps/train_partitioned.py: to resume: {shlex.join(argv[1:2] + ['--stage', '1'] + argv[2:])}"
+    # (that a killed sub-model driver's run goes on is test_killed_driver_leaves_no_task...'s)
     wait_for(lambda: not processes(str(exp)), timeout=30, what="every process of the run to die")
-    again = subprocess.run(shlex.split(resume.split(": to resume: ")[1]), capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert "done stages 1..1" in again.stdout and (exp / "sub.2" / "final.mdl").exists()
 
 
 def test_ctrl_c_while_the_driver_starts_ends_it_quietly(setup):
