@@ -44,9 +44,12 @@ def test_atomic_write_replaces_a_file_only_with_a_whole_new_one(tmp_path):
     # a command may read the file it replaces (``sort f > f`` empties it)
     ok = subprocess.run([ATOMIC_WRITE, target, "sort", "-r", target], capture_output=True, text=True)
     assert ok.returncode == 0 and target.read_text() == "old\n"
+    target.chmod(0o640)
     subprocess.run([ATOMIC_WRITE, target, "printf", "b\\na\\n"], check=True)
-    assert target.read_text() == "b\na\n" and oct(target.stat().st_mode & 0o777) == oct(0o666 & ~umask())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats.scp"]
+    assert target.read_text() == "b\na\n" and oct(target.stat().st_mode & 0o777) == oct(0o640)   # kept
+    subprocess.run([ATOMIC_WRITE, tmp_path / "new.scp", "echo"], check=True)
+    assert oct((tmp_path / "new.scp").stat().st_mode & 0o777) == oct(0o666 & ~umask())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats.scp", "new.scp"]
 
 
 def test_atomic_write_on_a_full_disk_names_the_file(full_disk):

@@ -8,7 +8,7 @@
 set -uo pipefail
 [ $# -ge 2 ] || { echo "Usage: utils/atomic_write.sh <file> <command> [<arg>...]" 1>&2; exit 1; }
 file=$1; shift
-host=$(hostname | cut -d. -f1 | tr -c 'A-Za-z0-9_\n-' _)
+host=$(printf %s "${HOSTNAME%%.*}" | tr -c 'A-Za-z0-9_-' _)
 tmp=$(mktemp "$(dirname "$file")/.tmp.${host:-host}.$$.XXXXXXXX.$(basename "$file")") || exit 1
 trap 'rm -f "$tmp"' EXIT
 trap 'exit 130' INT
@@ -21,4 +21,6 @@ if [ $rc -ne 0 ]; then
   [ -n "$avail" ] && [ "$avail" -lt 64 ] && echo "No space left on device: $file" 1>&2
   exit $rc
 fi
-chmod "$(printf %o $((0666 & ~0$(umask))))" "$tmp" && mv -f "$tmp" "$file"
+# A replaced file keeps its mode (a private model stays private); a new one gets the umask's.
+if [ -e "$file" ]; then chmod --reference="$file" "$tmp"; else chmod "$(printf %o $((0666 & ~0$(umask))))" "$tmp"; fi &&
+  mv -f "$tmp" "$file"
