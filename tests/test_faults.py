@@ -167,7 +167,7 @@ def test_a_stopped_task_lets_its_pipeline_clean_up(tmp_path):
     """nnet-queue stopping a task (Ctrl-C, scancel) whose command is a pipeline, as decode.sh's:
     the task's shell dies at once, and the group's SIGKILL followed, so the writer at the end of
     the pipe lost its SIGTERM clean-up (its temp file stayed, its last line was missing)."""
-    feats, _ = write_data(tmp_path / "data")
+    write_data(tmp_path / "data")
     task = f"{{ cat {tmp_path}/data/feats.ark; sleep 300; }} | nnet-add-deltas ark:- ark,t:{tmp_path}/out/deltas.txt"
     proc = subprocess.Popen(["nnet-queue", "local", f"{tmp_path}/log/task.log", "bash", "-c", task],
                             stderr=subprocess.PIPE, text=True)
@@ -211,7 +211,7 @@ main(sys.argv[2:])
 
 
 @pytest.mark.parametrize("when", ["early", "late", "together"])
-def test_a_signal_at_any_point_of_a_programs_life_ends_it_in_one_line(tmp_path, when):
+def test_a_signal_at_any_point_of_a_programs_life_ends_it_in_one_line(when):
     """Even as its handlers go in, a second one during the clean-up of the first, or two at once:
     never a traceback (a Ctrl-C'd run printed one from a launcher SIGTERMed during its first print)."""
     r = subprocess.run([sys.executable, "-c", PROGRAM_STOPPED, when], capture_output=True, text=True,
@@ -220,6 +220,7 @@ def test_a_signal_at_any_point_of_a_programs_life_ends_it_in_one_line(tmp_path, 
     code, last = (-signal.SIGTERM, "terminated (SIGTERM)") if when == "early" else (130, "interrupted")
     assert r.returncode == code and r.stderr.splitlines()[-1] == f"ERROR (nnet-x) {last}", r.stderr
     assert "Traceback" not in r.stderr and "race condition" not in r.stderr, r.stderr
+
 
 # --- disk full --------------------------------------------------------------------------------
 
