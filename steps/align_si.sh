@@ -19,7 +19,7 @@ mkdir -p $dir/log
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
 utils/atomic_write.sh $dir/final.mdl cat $srcdir/final.mdl
-echo $nj > $dir/num_jobs
+utils/atomic_write.sh $dir/num_jobs echo $nj
 feats="ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | nnet-add-deltas ark:- ark:- |"
 $cmd JOB=1:$nj $dir/log/align.JOB.log \
   nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam $dir/final.mdl $lang "$feats" \

@@ -26,7 +26,7 @@ for f in $graphdir/HCLG.fst $data/feats.scp $trans_model ${priors:+$priors}; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
 mkdir -p $dir/log
-echo $nj > $dir/num_jobs
+utils/atomic_write.sh $dir/num_jobs echo $nj
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
 # CMVN as Kaldi applies it, when the data dir has cmvn.scp (a dir of normalised features has none).

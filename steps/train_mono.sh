@@ -29,12 +29,13 @@ for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
 mkdir -p $dir/log
-echo $nj > $dir/num_jobs
+utils/atomic_write.sh $dir/num_jobs echo $nj
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
 feats="ark:$dir/feats.JOB.ark"
 
 if [ $stage -le -4 ]; then
+  rm -f $dir/feats.*.ark   # an earlier run's: they would need room beside the new ones
   $cmd JOB=1:$nj $dir/log/feats.JOB.log \
     nnet-add-deltas "ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- |" \
     ark:$dir/feats.JOB.ark

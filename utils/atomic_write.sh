@@ -13,14 +13,16 @@ tmp=$(mktemp "$(dirname "$file")/.tmp.${host:-host}.$$.XXXXXXXX.$(basename "$fil
 trap 'rm -f "$tmp"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-"$@" > "$tmp"
+# The command's stderr is held until it ends: on a full disk, what cat, sort and the like say
+# (no file, or the file read) gives way to one line naming FILE.
+said=$("$@" 2>&1 > "$tmp")
 rc=$?
 if [ $rc -ne 0 ]; then
-  # A full disk: cat and friends do not say which file; a step's user needs to know.
   avail=$(df -Pk "$(dirname "$file")" 2>/dev/null | awk 'NR == 2 { print $4 }')
-  [ -n "$avail" ] && [ "$avail" -lt 64 ] && echo "No space left on device: $file" 1>&2
-  exit $rc
+  if [ -n "$avail" ] && [ "$avail" -lt 64 ]; then echo "No space left on device: $file" 1>&2; exit $rc; fi
 fi
+[ -z "$said" ] || printf '%s\n' "$said" 1>&2
+[ $rc -eq 0 ] || exit $rc
 # A replaced file keeps its mode (a private model stays private); a new one gets the umask's.
 if [ -e "$file" ]; then chmod --reference="$file" "$tmp"; else chmod "$(printf %o $((0666 & ~0$(umask))))" "$tmp"; fi &&
   mv -f "$tmp" "$file"

@@ -7,4 +7,6 @@ data=$1; graph=$2; dir=$3
 lmwt=10
 mkdir -p $dir/scoring
 utils/atomic_write.sh $dir/scoring/$lmwt.txt bash -o pipefail -c "cat $dir/words.*.txt | utils/int2sym.sh $graph/words.txt | sort"
-utils/atomic_write.sh $dir/wer_$lmwt nnet-compute-wer --mode present $data/text $dir/scoring/$lmwt.txt 2> $dir/scoring/log.$lmwt
+utils/atomic_write.sh $dir/wer_$lmwt nnet-compute-wer --mode present $data/text $dir/scoring/$lmwt.txt \
+  2> $dir/scoring/log.$lmwt || { echo "$0: scoring failed, see $dir/scoring/log.$lmwt" 1>&2
+  tail -1 $dir/scoring/log.$lmwt 1>&2; exit 1; }
