@@ -186,26 +186,30 @@ def word_loop_fst(lang, exclude=("!SIL",)):
     return fst
 
 
+def _openfst_says(call, otherwise):
+    """Run an OpenFst call that reports failure only by its result and a line on stderr: (result,
+    that line without its 'ERROR: ', or ``otherwise``)."""
+    said = []
+    with stderr_captured(said):
+        result = call()
+    lines = "".join(said).strip().splitlines()
+    return result, lines[0].removeprefix("ERROR: ") if lines else otherwise
+
+
 def write_fst(fst, path):
     with atomic_path(path) as tmp:
-        said = []
-        with stderr_captured(said):  # OpenFst says why on stderr and returns false: no errno
-            written = fst.write(tmp)
+        written, reason = _openfst_says(lambda: fst.write(tmp), "OpenFst's write failed")
         if not written:  # a full disk, mostly: the temp file stays short and must not be renamed
-            reason = "".join(said).strip().splitlines()[:1] or ["OpenFst's write failed"]
-            raise write_error(path, RuntimeError(reason[0].removeprefix("ERROR: ")))
+            raise write_error(path, RuntimeError(reason))
 
 
 def read_fst(path):
     import kaldifst
     if not os.path.isfile(path):
         raise NnetError(f"{path}: FST file does not exist")
-    said = []
-    with stderr_captured(said):  # OpenFst says why on stderr and returns None
-        fst = kaldifst.StdVectorFst.read(path)
+    fst, reason = _openfst_says(lambda: kaldifst.StdVectorFst.read(path), "not an OpenFst binary file?")
     if fst is None:
-        reason = "".join(said).strip().splitlines()[:1] or ["not an OpenFst binary file?"]
-        raise NnetError(f"{path}: cannot read FST ({reason[0].removeprefix('ERROR: ')})")
+        raise NnetError(f"{path}: cannot read FST ({reason})")
     return fst
 
 
