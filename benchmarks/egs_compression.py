@@ -35,15 +35,6 @@ def speech_like(num_egs, seed, means, left=5, right=5):
     return inputs, labels
 
 
-def best_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), result
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--egs", type=int, default=16000)

@@ -108,7 +108,7 @@ def main():
                     anon.append(peak["RssAnon"])
                 shutil.rmtree(out)
             feat_bytes = os.path.getsize(f"{data}/feats.ark")
-        print(f"nnet-get-egs, 40-dim features, frames-per-eg 8, context +-5 (egs dir sizes are archive bytes):")
+        print("nnet-get-egs, 40-dim features, frames-per-eg 8, context +-5 (egs dir sizes are archive bytes):")
         for frames, compress, seconds, peak, nbytes in rows:
             print(f"  {frames:8d} frames, --compress {compress:5s}: {seconds:6.1f} s, peak RssAnon "
                   f"{peak['RssAnon'] / 1e6:6.0f} MB, RssFile {peak['RssFile'] / 1e6:6.0f} MB, VmHWM "

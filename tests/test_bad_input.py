@@ -154,7 +154,8 @@ def test_text_inputs_that_are_not_utf8_name_the_file(tmp_path):
 def corrupt_header(path, **fields):
     """Rewrite fields of an egs archive's JSON header in place (padded to its length)."""
     with open(path, "r+b") as f:
-        magic, hlen = f.read(8), int.from_bytes(f.read(8), "little")
+        f.seek(8)
+        hlen = int.from_bytes(f.read(8), "little")
         h = json.loads(f.read(hlen))
         h.update(fields)
         text = json.dumps(h).encode()

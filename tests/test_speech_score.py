@@ -1,4 +1,4 @@
-"""WER scoring: hand-counted edits, Kaldi's compute-wer line format, best_wer."""
+"""WER scoring: hand-counted edits, Kaldi's compute-wer line format, utils/best_wer.sh."""
 import pytest
 
 pytest.importorskip("kaldialign", reason="speech extra not installed (pip install -e '.[speech]')")
@@ -21,7 +21,6 @@ def test_hand_counted_edits_and_kaldi_line():
     assert (c.ins, c.dels, c.subs, c.ref_words) == (2, 2, 1, 9)
     assert c.wer_line() == "%WER 55.56 [ 5 / 9, 2 ins, 2 del, 1 sub ]"
     assert c.ser_line() == "%SER 100.00 [ 3 / 3 ]"
-    assert score.WER_LINE.match(c.wer_line())
 
 
 def test_perfect_and_empty_hypothesis():
@@ -50,11 +49,10 @@ def test_nothing_scored_is_an_error_not_a_perfect_wer():
         wer({"u1": []}, {"u1": ["one", "two"]})
 
 
-def test_best_wer_picks_lowest():
+def test_best_wer_sh_picks_lowest():
     lines = ["exp/mono/decode_test/wer_10:%WER 12.50 [ 10 / 80, 1 ins, 2 del, 7 sub ]",
              "exp/mono/decode_test/wer_9:%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]",
              "not a wer line"]
-    assert score.best_wer(lines) == lines[1]
     r = run("bash", "-c", f"printf '%s\\n' '{lines[0]}' '{lines[1]}' | {REPO}/utils/best_wer.sh")
     assert r.stdout.strip() == lines[1]
 

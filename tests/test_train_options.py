@@ -238,13 +238,6 @@ def test_presoftmax_scale_multiplies_the_logits_and_survives_save_and_load(tmp_p
         net.set_presoftmax_scale([1.0, 2.0])
 
 
-def test_pdf_counts_from_a_targets_table(tmp_path):
-    (tmp_path / "t.txt").write_text("u1 0 1 1\nu2 2 1\n")
-    assert presoftmax.pdf_counts(f"ark,t:{tmp_path}/t.txt", 4).tolist() == [1, 3, 1, 0]
-    with pytest.raises(NnetError, match="class id 2 >= num-pdfs 2"):
-        presoftmax.pdf_counts(f"ark,t:{tmp_path}/t.txt", 2)
-
-
 # --- the programs -------------------------------------------------------------------------
 
 DROPOUT_CONFIG = SMALL_CONFIG.replace("relu-batchnorm,", "relu-batchnorm-dropout,")

@@ -5,7 +5,7 @@ mean 1. The model applies it as log_softmax(scale * z) (Nnet.set_presoftmax_scal
 """
 import numpy as np
 
-from nnet_tools.data import egs, tables
+from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 
 
@@ -18,17 +18,6 @@ def prior_scale(counts, power=-0.25, smooth=0.01):
         raise NnetError("presoftmax prior scale: all class counts are zero")
     scales = (counts + smooth * counts.mean()) ** power
     return scales * len(counts) / scales.sum()
-
-
-def pdf_counts(targets_rspecifier, num_pdfs):
-    """Frames per class id over a targets table (Kaldi's acc_pdf + sum_pdf_counts stage)."""
-    counts = np.zeros(num_pdfs, dtype=np.float64)
-    for key, ids in tables.read_int_vectors(targets_rspecifier):
-        ids = ids[ids >= 0]
-        if len(ids) and ids.max() >= num_pdfs:
-            raise NnetError(f"{targets_rspecifier}: utt {key!r}: class id {int(ids.max())} >= num-pdfs {num_pdfs}")
-        counts += np.bincount(ids, minlength=num_pdfs)
-    return counts
 
 
 def egs_counts(egs_dir):

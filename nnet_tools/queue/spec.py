@@ -13,9 +13,6 @@ _RANGE = re.compile(r"^([A-Za-z_]\w*)=(\d+):(\d+)$")   # JOB=1:20
 _SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$")        # JOB=3
 _SUSPICIOUS = re.compile(r"^[A-Za-z_]\w*=\S*:\S*$")     # JOB=a:b, JOB=1:, ...
 
-# Options every backend understands; engine backends map them (and any other --name) through
-# the queue config, the local backend uses them directly.
-GENERIC_OPTIONS = ("mem", "gpu", "num_threads", "max_jobs_run", "config", "pick")
 # How the cluster launcher rides out faults (seconds; the launcher consumes them, no engine flag):
 # submission tries and the pause between them (Kaldi's queue.pl: 4 tries, 20 s apart), how
 # long a task the engine no longer runs may take to show its footer before it counts as

@@ -1,11 +1,7 @@
 """Word error rate as Kaldi's compute-wer: '%WER 1.23 [ 12 / 975, 3 ins, 4 del, 5 sub ]'."""
-import re
-
 import kaldialign
 
 from nnet_tools.errors import NnetError
-
-WER_LINE = re.compile(r"^%WER (\d+\.\d\d) \[ (\d+) / (\d+), (\d+) ins, (\d+) del, (\d+) sub \]")
 
 
 class ErrorCounts:
@@ -62,13 +58,3 @@ def compute_wer(refs, hyps, mode="strict"):
     if not counts.ref_words:
         raise NnetError(f"no reference words in the {counts.sents} utterances scored: a WER is undefined")
     return counts, missing
-
-
-def best_wer(lines):
-    """utils/best_wer.sh: the line with the lowest WER among '%WER ...' lines (None if none)."""
-    best = None
-    for line in lines:
-        m = WER_LINE.search(line.split(":", 1)[-1].strip()) or WER_LINE.search(line.strip())
-        if m and (best is None or float(m.group(1)) < best[0]):
-            best = (float(m.group(1)), line.rstrip("\n"))
-    return None if best is None else best[1]

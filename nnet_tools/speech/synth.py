@@ -23,7 +23,6 @@ VARIANTS = ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f
 SPEEDS = [130, 150, 170, 190]
 PITCHES = [30, 45, 60, 75]
 RATE = 16000
-ESPEAK_RATE = 22050
 
 
 def espeak_binary():

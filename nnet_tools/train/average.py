@@ -26,21 +26,6 @@ def structure(model):
     return structure_of(model.config, model.state_dict().keys())
 
 
-def check_same_structure(models, paths):
-    ref = structure(models[0])
-    for model, path in zip(models[1:], paths[1:]):
-        if structure(model) != ref:
-            raise NnetError(f"{path}: model structure differs from {paths[0]}; cannot combine them")
-
-
-def check_finite(models, paths):
-    """A model with NaN/inf anywhere would make the average NaN: refuse it, naming it."""
-    for model, path in zip(models, paths):
-        bad = model.nonfinite()
-        if bad:
-            raise NnetError(non_finite_message(path, bad))
-
-
 def non_finite_message(path, names):
     return (f"{path}: non-finite values (NaN or inf) in {', '.join(names)}; refusing to "
             f"average it (its training job diverged?)")

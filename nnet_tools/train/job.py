@@ -169,7 +169,6 @@ def _check_finite(objf, archive, mb):
 def train_one_job(model, archive, opts, device="cpu"):
     """Train ``model`` in place on one archive; returns (objective per frame, frames)."""
     opts.check()
-    left, right = model.left_context, model.right_context
     archive.check_model(model)
     torch.manual_seed(opts.srand)
     model.to(device).train()
