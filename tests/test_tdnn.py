@@ -84,6 +84,30 @@ def test_chunk_forward_equals_frame_by_frame(text, monkeypatch):
     np.testing.assert_allclose(compute.log_posteriors(net, feats.numpy()), per_frame.numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("text", [TDNN, "input-dim: 2\nsplice: [1, 2]\nlayers:\n - {dim: 4}\n - {dim: 4, splice: [-3]}\n"
+                                        " - {type: output, dim: 3}\n", "input-dim: 3\nlayers:\n - {type: output, dim: 4}\n"],
+                         ids=["kaldi-tdnn", "one-sided", "no-context"])
+def test_a_table_is_computed_several_utterances_a_pass_with_the_same_outputs(text, monkeypatch):
+    """nnet-compute and nnet-compute-prob join short utterances into one pass (one-frame
+    utterances, as images are, would otherwise cost a pass each); each output equals its own
+    utterance's. The long one (>= EVAL_BATCH frames) goes alone, in chunks."""
+    net = randomised(make(text))
+    g = torch.Generator().manual_seed(3)
+    lengths = [1, 0, 3, 12, 2, 1, 1, 70, 5, 1, 1]
+    table = [(f"u{i}", torch.randn(n, net.input_dim, generator=g).numpy()) for i, n in enumerate(lengths)]
+    priors = torch.rand(net.output_dim, generator=g).log()
+    expected = [compute.log_posteriors(net, feats, log_priors=priors) for _, feats in table]
+    monkeypatch.setattr(compute, "EVAL_BATCH", 60)
+    passes = []
+    monkeypatch.setattr(net, "forward_chunk", lambda x, f=net.forward_chunk: passes.append(x.shape[1]) or f(x))
+    got = list(compute.log_posteriors_of_table(net, table, log_priors=priors))
+    assert [k for k, _ in got] == [k for k, _ in table]
+    for (key, out), want in zip(got, expected):
+        assert out.shape == want.shape, key
+        np.testing.assert_allclose(out, want, atol=1e-5, err_msg=key)
+    assert len(passes) <= 6 and max(passes) <= 2 * 60  # 70 frames in two chunks, the rest in a few joins
+
+
 def test_models_without_layer_splices_compute_as_before():
     """The frame forward of a plain spliced MLP is still: pick the splice rows of the window,
     flatten them, run the layers (what Nnet.forward was before TDNN layers)."""

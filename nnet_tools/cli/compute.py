@@ -30,7 +30,7 @@ def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, prio
     """Run MODEL over every utterance of FEATS_RSPECIFIER and write its outputs as a matrix table:
     log-likelihoods (log-posterior - log-prior) when the model holds priors, else log-posteriors.
     Each utterance is computed in one pass (chunks of 4096 frames), its edges padded by
-    repeating the first and last frames.
+    repeating the first and last frames; short ones are computed several at a time.
 
     \b
     Examples:
@@ -45,14 +45,16 @@ def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, prio
     done = failed = 0
     with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier, \
             tables.MatrixWriter(output_wspecifier) as writer:
-        for key, feats in tables.read_matrices(feats_rspecifier):
-            if len(feats) == 0:  # as nnet3-compute: skipped, counted
-                logger.warning(f"{feats_rspecifier}: zero-length utterance: {key}")
-                failed += 1
-                continue
-            if applier is not None:
-                feats = applier(key, feats)
-            out = compute.log_posteriors(net, feats, key, feats_rspecifier, log_priors, dev)
+        def nonempty():
+            nonlocal failed
+            for key, feats in tables.read_matrices(feats_rspecifier):
+                if len(feats) == 0:  # as nnet3-compute: skipped, counted
+                    logger.warning(f"{feats_rspecifier}: zero-length utterance: {key}")
+                    failed += 1
+                    continue
+                yield key, feats if applier is None else applier(key, feats)
+
+        for key, out in compute.log_posteriors_of_table(net, nonempty(), feats_rspecifier, log_priors, dev):
             writer.write(key, np.exp(out) if apply_exp else out)
             done += 1
         logger.info(f"Done {done} utterances, failed for {failed}")

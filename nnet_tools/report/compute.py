@@ -1,4 +1,6 @@
 """Per-utterance network outputs (Kaldi's nnet3-compute), and scoring them against targets."""
+import collections
+
 import numpy as np
 import torch
 
@@ -13,8 +15,7 @@ from nnet_tools.model.nnet import padded
 def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"):
     """[T, D] features -> [T, num_classes] log-posteriors, minus log-priors if given
     (scaled log-likelihoods for decoding)."""
-    if feats.shape[1] != model.input_dim:
-        raise NnetError(f"{where}: utterance {key!r}: feature dim {feats.shape[1]} does not match the model's {model.input_dim}")
+    _check_dim(model, feats, key, where)
     if feats.shape[0] == 0:
         return np.zeros((0, model.output_dim), np.float32)
     model.to(device).eval()
@@ -29,6 +30,52 @@ def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"
     return out.numpy()
 
 
+@torch.no_grad()
+def log_posteriors_of_table(model, utterances, where="", log_priors=None, device="cpu"):
+    """(key, [T, D] features) pairs -> (key, log_posteriors(model, feats, ...)) pairs, in order.
+    Utterances shorter than EVAL_BATCH frames are computed together: each padded at its own
+    edges, joined along time, one pass per EVAL_BATCH frames or so. Every output frame kept reads
+    only its own utterance, so the result is the same; a table of one-frame utterances (images)
+    costs one pass per thousands of them instead of one each."""
+    model.to(device).eval()
+    left, right = model.left_context, model.right_context
+    group, rows = [], 0
+    for key, feats in utterances:
+        _check_dim(model, feats, key, where)
+        if len(feats) >= EVAL_BATCH:
+            yield from _joined(model, group, left, right, log_priors, device)
+            group, rows = [], 0
+            yield key, log_posteriors(model, feats, key, where, log_priors, device)
+            continue
+        group.append((key, feats))
+        rows += left + len(feats) + right
+        if rows >= EVAL_BATCH:
+            yield from _joined(model, group, left, right, log_priors, device)
+            group, rows = [], 0
+    yield from _joined(model, group, left, right, log_priors, device)
+
+
+def _joined(model, group, left, right, log_priors, device):
+    """One forward pass over the group's padded utterances end to end; each one's outputs are
+    the rows from its start in the join (its first frame's window begins there)."""
+    if not group:
+        return
+    x = torch.cat([padded(torch.from_numpy(np.asarray(feats, dtype=np.float32)), left, right)
+                   for _, feats in group if len(feats)]).to(device)
+    out = model.forward_chunk(x[None])[0].cpu() if len(x) else None
+    if log_priors is not None and out is not None:
+        out -= log_priors
+    start = 0
+    for key, feats in group:
+        yield key, out[start:start + len(feats)].numpy() if len(feats) else np.zeros((0, model.output_dim), np.float32)
+        start += left + len(feats) + right if len(feats) else 0
+
+
+def _check_dim(model, feats, key, where):
+    if feats.shape[1] != model.input_dim:
+        raise NnetError(f"{where}: utterance {key!r}: feature dim {feats.shape[1]} does not match the model's {model.input_dim}")
+
+
 def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", cmvn=None):
     """Log-likelihood and accuracy over every labelled frame of a data set (e.g. the test set),
     its features normalised first by ``cmvn`` (a data.cmvn.CmvnApplier) if given.
@@ -36,7 +83,10 @@ def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", c
     Utterances without targets, or whose targets do not match their frame count, are skipped
     and counted, as Kaldi's egs dumping does."""
     stats, skipped = Stats(0.0, 0.0, 0), 0
-    with tables.RandomAccessIntVectors(targets_rspecifier) as targets:
+    labels = collections.deque()  # of the utterances read and not yet computed, in order
+
+    def labelled():
+        nonlocal skipped
         for key, feats in tables.read_matrices(feats_rspecifier):
             if len(feats) == 0:
                 skipped += 1
@@ -46,14 +96,17 @@ def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", c
                 skipped += 1
                 logger.warning(f"{targets_rspecifier}: no targets (or wrong length) for utterance {key!r}; skipping it")
                 continue
-            labels = torch.from_numpy(targets[key].astype(np.int64))
-            bad = labels[(labels < 0) | (labels >= model.output_dim)]
+            ids = torch.from_numpy(targets[key].astype(np.int64))
+            bad = ids[(ids < 0) | (ids >= model.output_dim)]
             if len(bad):
                 raise NnetError(f"{targets_rspecifier}: utterance {key!r}: target id {int(bad[0])} "
                                 f"outside [0, {model.output_dim})")
-            if cmvn is not None:
-                feats = cmvn(key, feats)
-            stats.add(torch.from_numpy(log_posteriors(model, feats, key, feats_rspecifier, device=device)), labels)
+            labels.append(ids)
+            yield key, feats if cmvn is None else cmvn(key, feats)
+
+    with tables.RandomAccessIntVectors(targets_rspecifier) as targets:
+        for _, out in log_posteriors_of_table(model, labelled(), feats_rspecifier, device=device):
+            stats.add(torch.from_numpy(out), labels.popleft())
     if stats.frames == 0:
         raise NnetError(f"{feats_rspecifier}: no utterance with targets to evaluate on")
     logger.info(f"Evaluated {stats.frames} frames; skipped {skipped} utterances without frames or matching targets.")
