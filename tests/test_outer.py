@@ -420,6 +420,22 @@ def test_exp_lock_refuses_a_second_driver_and_takes_over_a_dead_ones(tmp_path, c
     ExpLock(str(tmp_path)).acquire().release()
 
 
+def test_a_stage_whose_models_cleanup_removed_fails_before_removing_anything(tmp_path, egs_info):
+    """--stage N on a finished, cleaned-up run: N.mdl is gone, so it cannot start, and it must not
+    first remove final.mdl and the later models as a start over does."""
+    loop, _ = drive(tmp_path, egs_info, lambda it, j: -1.0)
+    exp = tmp_path / "exp"
+    before = sorted(os.listdir(exp))
+    gone = next(i for i in range(loop.num_iters) if not (exp / f"{i}.mdl").exists())
+    with pytest.raises(NnetError, match=f"cannot resume at iteration {gone}: .*{gone}.mdl does not exist"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, stage=gone)
+    assert sorted(os.listdir(exp)) == before
+    missing = [i for i in loop.combine_set if not (exp / f"{i}.mdl").exists()]  # cleanup_after took them
+    with pytest.raises(NnetError, match=f"cannot start at the final combination: {len(missing)} of its models do not exist"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, stage=loop.num_iters)
+    assert missing and sorted(os.listdir(exp)) == before
+
+
 def test_resume_command_drops_stage():
     assert outer.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
         "steps/train_dnn.py --dir 'exp/a b'"

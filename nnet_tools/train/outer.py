@@ -188,6 +188,7 @@ class OuterLoop:
             if stage > self.num_iters:
                 self.say(f"{self.name}: {self.dir} is complete (final.mdl, accuracy.report); nothing to do")
                 return self.path("final.mdl")
+            self.check_stage_inputs(stage)  # before removing anything: a stage that cannot start keeps the dir as it was
             self.remove_later_models(stage)
             try:
                 return self.stages(stage, exit_stage, config, input_model)
@@ -321,6 +322,18 @@ class OuterLoop:
             self.launcher.run("init_model.log", ["nnet-init", f"--srand={self.opts.srand}", *scale, config, self.mdl(0)])
         else:
             raise NnetError("stage -1 needs --config or --trainer.input-model")
+
+    def check_stage_inputs(self, stage):
+        """The models stage ``stage`` starts from must exist (cleanup keeps only every
+        --cleanup.preserve-interval-th, and final.mdl, once a run is done)."""
+        if 0 <= stage < self.num_iters:
+            self.check_resumable(stage)
+        elif stage == self.num_iters:
+            needed = [self.mdl(i) for i in self.combine_set] if self.opts.do_final_combination else [self.mdl(stage)]
+            missing = [m for m in needed if not os.path.exists(m)]
+            if missing:
+                raise NnetError(f"cannot start at the final combination: {len(missing)} of its models do not exist "
+                                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
 
     def check_resumable(self, it):
         if not os.path.exists(self.mdl(it)):
