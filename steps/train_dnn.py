@@ -6,7 +6,7 @@ Every job goes through the launcher ($cmd, e.g. "nnet-queue local"), one log per
 The loop itself is nnet_tools/train/outer.py; this script parses options and calls it.
 
 Example:
-  steps/train_dnn.py --cmd "nnet-queue local" --config conf/digits.yaml \\
+  steps/train_dnn.py --cmd "nnet-queue local" --config conf/model.yaml \\
       --trainer.num-epochs 8 --trainer.optimization.num-jobs-initial 2 \\
       --trainer.optimization.num-jobs-final 4 --egs.dir exp/egs --dir exp/nnet
 """

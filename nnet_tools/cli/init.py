@@ -21,7 +21,7 @@ def main(config_file, model_out, srand, prior_scale):
 
     \b
     Example:
-      nnet-init --srand 0 conf/digits.yaml exp/nnet/0.mdl
+      nnet-init --srand 0 conf/model.yaml exp/nnet/0.mdl
       nnet-init --presoftmax-prior-scale exp/nnet/presoftmax_prior_scale.vec conf/model.yaml exp/nnet/0.mdl
     """
     cfg = config.load(config_file)

@@ -64,7 +64,7 @@ class TrainerOptions:
                              "average (Kaldi), bmuf (block momentum), nesterov (DiLoCo's outer Nesterov SGD)",
                              choices=["average", "bmuf", "nesterov"])
     outer_momentum: float = _opt("--trainer.outer.momentum", None,
-                                 "block momentum; default 1 - 1/num-jobs-final for bmuf, 0.9 for nesterov")
+                                 "block momentum; default 1 - 1/(the iteration's jobs) for bmuf, 0.9 for nesterov")
     outer_learning_rate: float = _opt("--trainer.outer.learning-rate", None,
                                       "block learning rate; default 1.0 for bmuf, 0.7 for nesterov")
     outer_nesterov: bool = _opt("--trainer.outer.nesterov", True, "bmuf: Nesterov look-ahead", type=str2bool)

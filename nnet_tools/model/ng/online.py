@@ -14,7 +14,7 @@ The N x D work (three thin GEMMs per update, two otherwise) runs in X's dtype on
 device; the R x R products K and L are formed in float64 there, and the rank x rank problem
 (Z_t, its eigendecomposition, floors, the new d and rho, re-orthogonalisation) runs on the
 CPU in float64, as Kaldi does. Fetching K and L is the only host sync, and it happens only
-on update calls (every call for the first 10, then every ``update_period``); a
+on update calls (every call while t <= 10, i.e. the first 11, then every ``update_period``); a
 re-orthogonalisation check adds one more R x R fetch.
 """
 import contextlib
@@ -106,8 +106,8 @@ class OnlineNaturalGradient:
 
     def updating(self):
         """Whether the next call updates the estimate (Kaldi's Updating()): every call for the
-        first 10, then every update_period-th; the others only apply it. Never while frozen
-        (t still counts the call, as in Kaldi)."""
+        first 11 (t = 0..10), then every update_period-th; the others only apply it. Never while
+        frozen (t still counts the call, as in Kaldi)."""
         if self.frozen:
             return False
         t = self.t
