@@ -35,8 +35,8 @@ def log_posteriors_of_table(model, utterances, where="", log_priors=None, device
     """(key, [T, D] features) pairs -> (key, log_posteriors(model, feats, ...)) pairs, in order.
     Utterances shorter than EVAL_BATCH frames are computed together: each padded at its own
     edges, joined along time, one pass per EVAL_BATCH frames or so. Every output frame kept reads
-    only its own utterance, so the result is the same; a table of one-frame utterances (images)
-    costs one pass per thousands of them instead of one each."""
+    only its own utterance, so each result is its own (up to float rounding); a table of
+    one-frame utterances (images) costs one pass per thousands of them instead of one each."""
     model.to(device).eval()
     left, right = model.left_context, model.right_context
     group, rows = [], 0
@@ -67,8 +67,11 @@ def _joined(model, group, left, right, log_priors, device):
         out -= log_priors
     start = 0
     for key, feats in group:
-        yield key, out[start:start + len(feats)].numpy() if len(feats) else np.zeros((0, model.output_dim), np.float32)
-        start += left + len(feats) + right if len(feats) else 0
+        if not len(feats):
+            yield key, np.zeros((0, model.output_dim), np.float32)
+            continue
+        yield key, out[start:start + len(feats)].numpy()
+        start += left + len(feats) + right
 
 
 def _check_dim(model, feats, key, where):

@@ -188,7 +188,7 @@ class OuterLoop:
             if stage > self.num_iters:
                 self.say(f"{self.name}: {self.dir} is complete (final.mdl, accuracy.report); nothing to do")
                 return self.path("final.mdl")
-            self.check_stage_inputs(stage)  # before removing anything: a stage that cannot start keeps the dir as it was
+            self.check_stage_inputs(stage)  # a stage that cannot start leaves the dir as it was
             self.remove_later_models(stage)
             try:
                 return self.stages(stage, exit_stage, config, input_model)
