@@ -3,8 +3,10 @@
 models' bytes above the runtime's, whatever N).
 
 Each call runs the program in a child process and reads that child's own peak RSS (ru_maxrss from
-wait4). "runtime" is the peak RSS of a child that imports the program and loads nothing; the
-figure to judge is (peak - runtime) / model bytes, the number of models held at the peak.
+wait4), through a small launcher: a child forked from this process would start with this
+process's high-water mark (it has made the models), which Linux keeps across exec. "runtime" is
+the peak RSS of a child that imports the program and loads nothing; the figure to judge is
+(peak - runtime) / model bytes, the number of models held at the peak.
 
     python3 benchmarks/average_memory.py [--hidden 2048] [--layers 5] [--classes 3000] [--n 1,16]
 """
@@ -24,16 +26,27 @@ from nnet_tools.model.nnet import Nnet
 PROGRAM = "from nnet_tools.cli.average_models import main; main()"
 
 
+# Run by a bare interpreter (-S: no site, a few MB): fork, exec the command, print its peak RSS.
+LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def child(argv):
     """(peak RSS in bytes, wall seconds) of one child process."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, sys.executable, *argv],
+                          capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if status:
-        raise SystemExit(f"{argv} failed: {proc.stderr.read().decode()[-2000:]}")
-    proc.stderr.close()
-    return usage.ru_maxrss * 1024, seconds
+    code, kb = proc.stdout.split()
+    if proc.returncode or int(code):
+        raise SystemExit(f"{argv} failed: {proc.stderr[-2000:]}")
+    return int(kb) * 1024, seconds
 
 
 def main():

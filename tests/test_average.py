@@ -84,7 +84,10 @@ def _live_inputs_tracker(monkeypatch):
     return alive_at_call
 
 
-def test_streaming_average_is_the_float64_mean_holding_one_input_tensor(tmp_path, monkeypatch):
+@pytest.mark.parametrize("chunk", [average.CHUNK, 7])
+def test_streaming_average_is_the_float64_mean_holding_one_input_tensor(tmp_path, monkeypatch, chunk):
+    """chunk 7: every tensor of more than 7 elements averaged in pieces, one piece of one input mapped at a time."""
+    monkeypatch.setattr(average, "CHUNK", chunk)
     paths = _saved(tmp_path, range(5))
     weights = average.normalized_weights([1, 2, 3, 4, 5], 5)
     alive = _live_inputs_tracker(monkeypatch)

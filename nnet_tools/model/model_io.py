@@ -26,18 +26,43 @@ def save(model, path, priors=None):
     blob = {"format": FORMAT, "version": VERSION, "config": model.config,
             "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
             "priors": None if priors is None else torch.as_tensor(priors, dtype=torch.float32)}
-    # Serialised in memory first: torch's own file writer reports a full disk only as
-    # "unexpected pos", a plain write names it (fileio).
-    buffer = io.BytesIO()
-    torch.save(blob, buffer)
     if str(path) == "-":
         with writing("stdout"):
             sys.stdout.flush()
-            sys.stdout.buffer.write(buffer.getbuffer())
+            _save_to(blob, sys.stdout.buffer)
             sys.stdout.buffer.flush()
         return
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(buffer.getbuffer())
+        _save_to(blob, f)
+
+
+class _Writes:
+    """A file as torch.save sees it, keeping the OSError of a failed write: torch reports a full
+    disk only as "unexpected pos", the OSError names it (fileio)."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data):
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self):
+        self.f.flush()
+
+
+def _save_to(blob, f):
+    """torch.save straight into an open file: no serialised copy of the model in memory."""
+    out = _Writes(f)
+    try:
+        torch.save(blob, out)
+    except Exception:
+        if out.error is not None:
+            raise out.error from None
+        raise
 
 
 _stdin = None  # stdin's bytes, read once: a program may read its model twice (priors, then all)
@@ -106,8 +131,7 @@ def first_sentence(error, limit=160):
 
 def load(path, with_priors=False):
     blob = read(path)
-    cfg = config_mod.normalize(_to_yaml_types(blob["config"]), f"{path}: config")
-    model = Nnet(cfg)
+    model = build(blob, path)
     scale_key = f"layers.{len(model.layers) - 1}.presoftmax_scale"
     # Files written before the nonlinearity statistics existed lack them: they load as zero.
     state = {**{k: v for k, v in model.state_dict().items() if is_stat(k)}, **blob["state"]}
@@ -120,6 +144,12 @@ def load(path, with_priors=False):
         detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else lines[0]
         raise NnetError(f"{path}: parameters do not match its config: {first_sentence(detail, 240)}") from None
     return (model, blob.get("priors")) if with_priors else model
+
+
+def build(blob, path):
+    """The network a read model file's config describes, its parameters freshly initialised
+    (not the file's): for a caller that fills them in itself."""
+    return Nnet(config_mod.normalize(_to_yaml_types(blob["config"]), f"{path}: config"))
 
 
 def _to_yaml_types(cfg):

@@ -2,8 +2,8 @@
 models, parameters and stored statistics (batch-norm) alike.
 
 ``average_files`` streams, as nnet3-average does: whatever the number of models it holds the
-output model and one tensor of one input at a time (inputs are memory-mapped and re-opened per
-tensor, so no input's pages stay mapped), and sums each tensor in float64."""
+output model and CHUNK elements of one input at a time (inputs are memory-mapped and re-opened
+per chunk, so no input's pages stay mapped), and sums them in float64."""
 import math
 
 import torch
@@ -11,6 +11,8 @@ import torch
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
+
+CHUNK = 1 << 21   # elements averaged at a time: float64 sums of 16 MB, whatever a tensor's size
 
 
 def structure_of(config, keys):
@@ -68,21 +70,37 @@ def average_files(paths, weights):
     Each float tensor is summed over the files in float64 and rounded to float32 once, so the result
     is the exact weighted mean to float rounding; an input with NaN/inf is refused, naming it."""
     check_file_structures(paths)
-    out = model_io.load(paths[0])
-    for key, value in out.state_dict().items():
+    first = model_io.read(paths[0], mmap=True)
+    model = model_io.build(first, paths[0])
+    target = model.state_dict()
+    for key, value in first["state"].items():
         if not value.is_floating_point():
+            target[key].copy_(value)
             continue
-        total = torch.zeros(value.shape, dtype=torch.float64)
-        for path, w in zip(paths, weights):
-            tensor = state_of(path)[key]
-            if tensor.shape != value.shape:
-                raise NnetError(f"{path}: {key} has shape {tuple(tensor.shape)}, {paths[0]} {tuple(value.shape)}")
-            if not bool(tensor.isfinite().all()):
-                raise NnetError(non_finite_message(path, [key]))
-            total.add_(tensor.to(torch.float64), alpha=w)
-            del tensor
-        value.copy_(total)
-    return out
+        out = target[key] if key in target else torch.empty_like(value)   # not in target: a presoftmax scale
+        flat = out.view(-1)
+        for start in range(0, flat.numel(), CHUNK):
+            total = torch.zeros(min(CHUNK, flat.numel() - start), dtype=torch.float64)
+            for path, w in zip(paths, weights):
+                part = _part(path, key, value.shape, start, len(total), paths[0])
+                total.add_(part.to(torch.float64), alpha=w)
+                del part
+            flat[start:start + len(total)].copy_(total)
+        if key not in target:
+            model.set_presoftmax_scale(out)
+    return model
+
+
+def _part(path, key, shape, start, length, first):
+    """Elements [start, start + length) of a model file's tensor, checked; memory-mapped, so only
+    their pages are read, and they are released with the returned view."""
+    tensor = state_of(path)[key]
+    if tensor.shape != shape:
+        raise NnetError(f"{path}: {key} has shape {tuple(tensor.shape)}, {first} {tuple(shape)}")
+    part = tensor.reshape(-1)[start:start + length]
+    if not bool(part.isfinite().all()):
+        raise NnetError(non_finite_message(path, [key]))
+    return part
 
 
 @torch.no_grad()
