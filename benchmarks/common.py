@@ -1,4 +1,6 @@
 """Shared set-up for the benchmarks: a synthetic, learnable egs archive and model configs."""
+import argparse
+
 import numpy as np
 
 from nnet_tools.model import config
@@ -24,11 +26,24 @@ def mlp_config(hidden, layers, classes=2000, dim=40, natural_gradient=False, bat
     return config.normalize(config.yaml_load(text))
 
 
+def positive_int(text):
+    """argparse type: an integer >= 1 (a bad value is one usage line, not a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"want an integer >= 1, got {text!r}")
+    return value
+
+
 def loop_arguments(parser, egs, repeats):
     """The options the training-loop benchmarks share: archive size, model shape, minibatch."""
-    parser.add_argument("--egs", type=int, default=egs)
-    parser.add_argument("--hidden", type=int, default=1024)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--minibatch", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--egs", type=positive_int, default=egs)
+    parser.add_argument("--hidden", type=positive_int, default=1024)
+    parser.add_argument("--layers", type=positive_int, default=4)
+    parser.add_argument("--minibatch", type=positive_int, default=512)
+    parser.add_argument("--repeats", type=positive_int, default=repeats,
+                        help="runs of each, the best kept; a process's first run of a loop carries one-off "
+                             "start-up costs (lazy imports), so 1 can mislead")
     return parser
