@@ -22,7 +22,7 @@ import time
 import torch
 
 from common import loop_arguments, mlp_config, speech_like_archive
-from train_throughput import hand_loop
+from train_throughput import hand_loop, warm_up
 from nnet_tools import heap
 from nnet_tools.data import egs
 from nnet_tools.log import logger
@@ -59,6 +59,7 @@ def main():
     logger.setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
     heap.keep_freed_memory()  # as nnet-train-one-job does
+    warm_up()
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         archive = egs.EgsArchive(speech_like_archive(os.path.join(tmp, "egs.1.ark"), args.egs))
         torch.manual_seed(0)

@@ -26,6 +26,13 @@ from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
 
 
+def warm_up():
+    """Pay torch.optim's one-off lazy imports (seconds, on a process's first step) before timing."""
+    w = torch.zeros(1, requires_grad=True)
+    w.sum().backward()
+    torch.optim.SGD([w], lr=0.1).step()
+
+
 def hand_loop(model, archive, lr, minibatch):
     """What a PyTorch user would write: shuffled minibatches from the archive, SGD on summed NLL."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
@@ -45,6 +52,7 @@ def main():
     loop_arguments(p, egs=20000, repeats=3)
     args = p.parse_args()
     logger.setLevel(logging.WARNING)
+    warm_up()
     with tempfile.TemporaryDirectory() as tmp:
         archive = egs.EgsArchive(speech_like_archive(os.path.join(tmp, "egs.1.ark"), args.egs))
         torch.manual_seed(0)
