@@ -42,7 +42,7 @@ def _structure(source):
 
 
 def _check(source, name, first_name, ref):
-    """The streaming form of average.check_same_structure and check_finite for one source."""
+    """One source has the first's structure and only finite values (checked before any scoring)."""
     if _structure(source) != ref:
         raise NnetError(f"{name}: model structure differs from {first_name}; cannot combine them")
     bad = [k for k, t in average.state_of(source).items() if t.is_floating_point() and not bool(t.isfinite().all())]
