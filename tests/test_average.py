@@ -50,14 +50,16 @@ def test_programs_refuse_non_finite_models(tmp_path):
     from conftest import write_egs_dir
     good, bad = make(0), make(1)
     bad.state_dict()["layers.1.affine.bias"][2] = float("nan")
+    bad.state_dict()["layers.0.affine.weight"][3, 1] = float("inf")
     model_io.save(good, tmp_path / "good.mdl")
     model_io.save(bad, tmp_path / "bad.mdl")
     line = error_line(run("nnet-average-models", tmp_path / "good.mdl", tmp_path / "bad.mdl", tmp_path / "avg.mdl"))
-    assert "bad.mdl: non-finite values (NaN or inf) in layers.1.affine.bias; refusing to average it" in line
+    assert "bad.mdl: non-finite values (NaN or inf) in layers.0.affine.weight; refusing to average it" in line
     write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=20)
     line = error_line(run("nnet-combine", "--use-gpu", "no", tmp_path / "good.mdl", tmp_path / "bad.mdl",
                           tmp_path / "egs/combine.egs", tmp_path / "final.mdl"))
-    assert "bad.mdl: non-finite values" in line
+    # nnet-combine checks every input whole first, a piece at a time, and names every bad tensor.
+    assert "bad.mdl: non-finite values (NaN or inf) in layers.0.affine.weight, layers.1.affine.bias;" in line
     assert not (tmp_path / "avg.mdl").exists() and not (tmp_path / "final.mdl").exists()
 
 
@@ -106,13 +108,15 @@ def test_streaming_average_is_the_float64_mean_holding_one_input_tensor(tmp_path
         assert torch.allclose(value, old[key], rtol=4e-7 * len(paths), atol=1e-7), key
 
 
-def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize("chunk", [average.CHUNK, 7])
+def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch, caplog, chunk):
     import copy
     import logging
     import math
     from nnet_tools.log import logger
     from nnet_tools.report import diagnostics
     from nnet_tools.train import combine
+    monkeypatch.setattr(average, "CHUNK", chunk)   # 7: every model file read in pieces
     torch.manual_seed(3)
     windows, base, paths = torch.randn(128, 3, 6), make(0), []
     with torch.no_grad():

@@ -1,7 +1,7 @@
 import click
 
 from nnet_tools.train import combine
-from nnet_tools import device
+from nnet_tools import device, heap
 from nnet_tools.data import egs
 from nnet_tools.model import model_io
 from nnet_tools.log import logger
@@ -17,7 +17,7 @@ def main(args, max_objective_evaluations, use_gpu):
     """Combine the newest models into the best uniform average on combine egs.
 
     MODEL1 ... MODELN COMBINE_EGS MODEL_OUT, models newest first (Kaldi's nnet3-combine).
-    Streams: at most two models are in memory at once, whatever N.
+    Streams: memory is the running average and pieces of one input model, whatever N.
 
     \b
     Example:
@@ -25,10 +25,12 @@ def main(args, max_objective_evaluations, use_gpu):
     """
     if len(args) < 3:
         raise click.UsageError("need at least one model, the combine egs and the output model")
+    heap.return_freed_memory()   # the peak memory of many large models matters here, not speed
     *paths, egs_path, out = args
-    newest, priors = model_io.load(paths[0], with_priors=True)
-    windows, labels = egs.EgsArchive(egs_path).all_frames(newest)
-    del newest   # combine loads its models one at a time
+    blob = model_io.read(paths[0], mmap=True)
+    windows, labels = egs.EgsArchive(egs_path).all_frames(model_io.build(blob, paths[0]))  # the model's context
+    priors = blob.get("priors")
+    del blob   # combine reads its models a piece at a time
     best, *_ = combine.combine(list(paths), windows, labels, max_objective_evaluations, device.select(use_gpu))
     model_io.save(best, out, priors=priors)
     logger.info(f"Wrote combined model to {out}")

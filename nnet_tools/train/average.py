@@ -82,7 +82,7 @@ def average_files(paths, weights):
         for start in range(0, flat.numel(), CHUNK):
             total = torch.zeros(min(CHUNK, flat.numel() - start), dtype=torch.float64)
             for path, w in zip(paths, weights):
-                part = _part(path, key, value.shape, start, len(total), paths[0])
+                part = read_part(path, key, value.shape, start, len(total), paths[0])
                 total.add_(part.to(torch.float64), alpha=w)
                 del part
             flat[start:start + len(total)].copy_(total)
@@ -91,16 +91,29 @@ def average_files(paths, weights):
     return model
 
 
-def _part(path, key, shape, start, length, first):
-    """Elements [start, start + length) of a model file's tensor, checked; memory-mapped, so only
-    their pages are read, and they are released with the returned view."""
+def read_part(path, key, shape, start, length, first):
+    """Elements [start, start + length) of a model file's tensor, checked (its shape equals the
+    first file's; finite)."""
     tensor = state_of(path)[key]
     if tensor.shape != shape:
         raise NnetError(f"{path}: {key} has shape {tuple(tensor.shape)}, {first} {tuple(shape)}")
-    part = tensor.reshape(-1)[start:start + length]
+    part = tensor.reshape(-1)[start:start + length]   # mapped: only its pages are read
     if not bool(part.isfinite().all()):
         raise NnetError(non_finite_message(path, [key]))
     return part
+
+
+def nonfinite_keys(path):
+    """The float tensors of a model file holding NaN or inf, read CHUNK elements at a time."""
+    sizes = {k: t.numel() for k, t in state_of(path).items() if t.is_floating_point()}
+    return [key for key, n in sizes.items()
+            if not all(bool(_mapped(path, key, start, CHUNK).isfinite().all()) for start in range(0, n, CHUNK))]
+
+
+def _mapped(path, key, start, length):
+    """Elements [start, start + length) of a model file's tensor, memory-mapped: only their pages
+    are read, and they are released with the returned view."""
+    return state_of(path)[key].reshape(-1)[start:start + length]
 
 
 @torch.no_grad()

@@ -4,7 +4,8 @@ newest n models, n chosen on the combine egs with at most ``max_objective_evalua
 Streams: the running average is updated one model at a time, each candidate is scored in place
 (its batch-norm statistics saved and restored around the scoring), and only the best n is
 remembered; the winning average is then rebuilt by the same float operations from the first n
-models. So at most two models are held at once (the running average and the one being added)."""
+models. Model files are read a piece at a time, so what is held is the running average and a
+piece of the model being added."""
 import copy
 import math
 
@@ -31,7 +32,8 @@ def _score(model, windows, labels, device):
 
 
 def _first(source):
-    return copy.deepcopy(source) if isinstance(source, torch.nn.Module) else model_io.load(source)
+    """A copy of the first source; a file is read a piece at a time into one model (no second copy)."""
+    return copy.deepcopy(source) if isinstance(source, torch.nn.Module) else average.average_files([source], [1.0])
 
 
 def _structure(source):
@@ -45,7 +47,10 @@ def _check(source, name, first_name, ref):
     """One source has the first's structure and only finite values (checked before any scoring)."""
     if _structure(source) != ref:
         raise NnetError(f"{name}: model structure differs from {first_name}; cannot combine them")
-    bad = [k for k, t in average.state_of(source).items() if t.is_floating_point() and not bool(t.isfinite().all())]
+    if isinstance(source, torch.nn.Module):
+        bad = [k for k, t in source.state_dict().items() if t.is_floating_point() and not bool(t.isfinite().all())]
+    else:
+        bad = average.nonfinite_keys(source)
     if bad:
         raise NnetError(average.non_finite_message(name, bad))
 
@@ -55,8 +60,26 @@ def _running(sources, n):
     running = _first(sources[0])
     yield 1, running
     for k in range(2, n + 1):
-        average.average_into(running, [running, average.state_of(sources[k - 1])], [(k - 1) / k, 1 / k])
+        _add(running, sources[k - 1], k, str(sources[0]))
         yield k, running
+
+
+@torch.no_grad()
+def _add(running, source, k, first_name):
+    """running := (k-1)/k running + 1/k source, by average_into's float operations; a model file
+    a piece at a time (only that piece of it mapped)."""
+    if isinstance(source, torch.nn.Module):
+        average.average_into(running, [running, source], [(k - 1) / k, 1 / k])
+        return
+    for key, value in running.state_dict().items():
+        if not value.is_floating_point():
+            continue   # integer buffers stay the first source's, as average_into keeps them
+        flat = value.view(-1)
+        for start in range(0, flat.numel(), average.CHUNK):
+            piece = flat[start:start + average.CHUNK]
+            part = average.read_part(source, key, value.shape, start, len(piece), first_name)
+            piece.copy_((k - 1) / k * piece + 1 / k * part)
+            del part
 
 
 def combine(sources, windows, labels, max_objective_evaluations=30, device="cpu"):
@@ -82,6 +105,7 @@ def combine(sources, windows, labels, max_objective_evaluations=30, device="cpu"
                 best_n, best_objf = n, objf
     logger.info(f"Combining {best_n} nnets, objective function changed from {first:.6g} to {best_objf:.6g}")
     if best_n != len(sources):
+        del running   # before the rebuild makes another
         for _, running in _running(sources, best_n):
             pass
     diagnostics.recompute_batchnorm_stats(running, windows, device)
