@@ -77,7 +77,7 @@ def _add(running, source, k, first_name):
         flat = value.view(-1)
         for start in range(0, flat.numel(), average.CHUNK):
             piece = flat[start:start + average.CHUNK]
-            part = average.read_part(source, key, value.shape, start, len(piece), first_name)
+            part = average.read_part(source, key, value.shape, start, len(piece), first_name).to(piece.device)
             piece.copy_((k - 1) / k * piece + 1 / k * part)
             del part
 
