@@ -281,7 +281,6 @@ class OuterLoop:
                 return None
             if it < stage:
                 continue
-            self.check_resumable(it)
             eta = ""
             if done:
                 eta = f"   ETA: {format_duration((time.time() - started) / done * (self.num_iters - it))}"
