@@ -63,6 +63,26 @@ def test_estimate_is_maximum_likelihood(setup):
     np.testing.assert_allclose(np.exp([log_probs[t] for t in tids]), counts[tids] / counts[tids].sum(), rtol=1e-4)
 
 
+def test_trained_transition_probs_survive_save_and_load(setup, tmp_path):
+    """The re-estimated transition probabilities are the ones a loaded model has (load once gave
+    the topology's initial ones back, so align, mkgraph and decode used untrained ones)."""
+    d, _ = setup
+    model = gmm.load(str(d / "0.mdl"))
+    initial = model.tm.__getstate__()[6]
+    tids = [t for t in range(1, model.tm.num_transition_ids + 1) if model.tm.transition_id_to_pdf(t) == 0]
+    rng = np.random.default_rng(4)
+    feats = rng.normal(size=(300, 6)).astype(np.float32)
+    stats = gmm.Stats(model)
+    gmm.accumulate(model, stats, [(feats, rng.choice(tids, size=300, p=[0.9, 0.1] if len(tids) == 2 else None))])
+    gmm.estimate(model, stats, min_gaussian_occupancy=3)
+    trained = model.tm.__getstate__()[6]
+    assert max(abs(a - b) for a, b in zip(trained, initial)) > 0.05
+    gmm.save(model, str(tmp_path / "1.mdl"))
+    back = gmm.load(str(tmp_path / "1.mdl")).tm
+    assert back.log_probs == pytest.approx(trained, abs=1e-6)   # what the C++ code reads
+    assert back.non_self_loop_log_probs == pytest.approx(model.tm.non_self_loop_log_probs, abs=1e-6)
+
+
 def test_align_counts_failures(setup, tmp_path):
     d, _ = setup
     rng = np.random.default_rng(3)

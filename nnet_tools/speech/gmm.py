@@ -199,6 +199,9 @@ def load(path):
     if len(d["num_gauss"]) != tm.num_pdfs or not np.array_equal(d["tid2pdf"], _tid2pdf(tm)):
         raise NnetError(f"{path}: corrupt GMM model: {len(d['num_gauss'])} GMMs and its transition-id map "
                         f"do not match the topology's {tm.num_pdfs} pdfs")
+    # kaldi-hmm-gmm's __setstate__ on a built TransitionModel is a no-op (it kept the topology's
+    # initial probabilities): the trained ones go into a new, unbuilt object.
+    tm = khg.TransitionModel.__new__(khg.TransitionModel)
     tm.__setstate__(state[:6] + ([float(v) for v in d["log_probs"]],
                                  [float(v) for v in d["non_self_loop_log_probs"]]) + state[8:])
     am = khg.AmDiagGmm()
