@@ -52,9 +52,9 @@ from nnet_tools.log import logger
 from nnet_tools.model import model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.queue import BACKENDS
-from nnet_tools.train import iteration_cost as cost
+import iteration_cost as cost
 from nnet_tools.train import job as train
-from nnet_tools.train import options, outer
+from nnet_tools.driver import options, outer_loop
 
 HIDDEN, LAYERS = 2000, 5          # 440-2000x5-2000: 20.9M parameters
 SIZES = (20e6, 200e6)
@@ -226,7 +226,7 @@ def real_iteration(d, backend, jobs):
     """Wall time of iteration 1 as the driver runs it: diagnostics in the background, the jobs as
     one array through nnet-queue, selection, nnet-average-models."""
     opts = options.TrainerOptions(cmd=f"nnet-queue {backend}", jobs_initial=jobs, jobs_final=jobs, num_epochs=2)
-    loop = outer.OuterLoop(opts, d, d)
+    loop = outer_loop.OuterLoop(opts, d, d)
     with open(f"{d}/driver.log", "w") as log, redirect_fd(2, log):   # nnet-queue echoes its command line
         t = time.perf_counter()
         loop.diagnostics(loop.mdl(1), 1, loop.mdl(0))

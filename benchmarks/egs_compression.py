@@ -22,7 +22,7 @@ from common import mlp_config
 from nnet_tools.data import egs
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.report import diagnostics
+from nnet_tools.evaluate import diagnostics
 from nnet_tools.train import job as train
 
 

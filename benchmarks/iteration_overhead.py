@@ -2,7 +2,7 @@
 """P3: per-iteration overhead (process starts, model I/O, averaging, diagnostics) as a fraction
 of an iteration's wall time, at Kaldi's default samples-per-iter (400000 egs in the archive).
 
-An iteration is run by the driver's own code (nnet_tools.train.outer.OuterLoop: its background
+An iteration is run by the driver's own code (nnet_tools.driver.outer_loop.OuterLoop: its background
 diagnostics, then its iteration: the training job through `nnet-queue local JOB=1:1`, selection
 and nnet-average-models), on an egs dir of one archive. Its wall time is compared with the same
 training loop run in this process (no process start, no model I/O), once before the iteration and
@@ -28,7 +28,7 @@ from nnet_tools.model import model_io
 from nnet_tools.train import job as train
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.train import options, outer
+from nnet_tools.driver import options, outer_loop
 
 
 def main():
@@ -53,7 +53,7 @@ def main():
         model_io.save(model, f"{d}/0.mdl")
         model_io.save(model, f"{d}/1.mdl")
         opts = options.TrainerOptions(jobs_initial=1, jobs_final=1, num_threads=args.threads, num_epochs=2)
-        loop = outer.OuterLoop(opts, d, d)
+        loop = outer_loop.OuterLoop(opts, d, d)
 
         def loop_alone():
             model = model_io.load(f"{d}/1.mdl")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """P4: the parallel payoff. How many samples do N averaged jobs need to reach what 1 job reaches?
 
-Trains with the driver itself (nnet_tools.train.outer.OuterLoop, the loop steps/train_dnn.py
+Trains with the driver itself (nnet_tools.driver.outer_loop.OuterLoop, the loop steps/train_dnn.py
 runs), N = 1, 2, 4, 8 jobs every iteration, for plain SGD, natural-gradient SGD (Kaldi: average
 the jobs), and NG with each outer optimizer on the averaged delta (bmuf, nesterov). The only
 difference from a real run is the launcher: InProcessLauncher runs the same program command lines
@@ -36,9 +36,9 @@ from nnet_tools.data import get_egs
 from nnet_tools.data.images import load_idx_set, write_data_dir
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
-from nnet_tools.report import diagnostics
-from nnet_tools.train import options, outer
-from nnet_tools.train.launcher import InProcessLauncher
+from nnet_tools.evaluate import diagnostics
+from nnet_tools.driver import options, outer_loop
+from nnet_tools.driver.launcher import InProcessLauncher
 
 METHODS = {  # name: (natural gradient, outer method)
     "plain": (False, "average"), "ng": (True, "average"), "bmuf": (True, "bmuf"), "nesterov": (True, "nesterov")}
@@ -66,7 +66,7 @@ def train(egs_dir, exp, cfg, jobs, method, args):
                                   initial_lrate=args.initial_lrate, final_lrate=args.final_lrate,
                                   minibatch_size=args.minibatch, cleanup=False, outer_method=method,
                                   outer_momentum=args.outer_momentum, outer_learning_rate=args.outer_learning_rate)
-    loop = outer.OuterLoop(opts, egs_dir, exp, InProcessLauncher(os.path.join(exp, "log")), name="P4")
+    loop = outer_loop.OuterLoop(opts, egs_dir, exp, InProcessLauncher(os.path.join(exp, "log")), name="P4")
     started = time.time()
     with open(os.path.join(exp, "driver.log"), "w") as out, contextlib.redirect_stdout(out):
         loop.run(config=cfg)

@@ -14,7 +14,7 @@ import torch
 
 from nnet_tools.model import config
 from nnet_tools.model.nnet import Nnet, frame_windows
-from nnet_tools.report import compute
+from nnet_tools.evaluate import compute
 
 
 def tdnn_config(hidden, classes=2000, dim=40):

@@ -3,7 +3,7 @@
 
 Stages: -1 initial model; 0 .. num_iters-1 training iterations; num_iters final combination.
 Every job goes through the launcher ($cmd, e.g. "nnet-queue local"), one log per job.
-The loop itself is nnet_tools/train/outer.py; this script parses options and calls it.
+The loop itself is nnet_tools/driver/outer_loop.py; this script parses options and calls it.
 
 Example:
   steps/train_dnn.py --cmd "nnet-queue local" --config conf/model.yaml \\
@@ -18,7 +18,7 @@ from nnet_tools.cli import interrupt_as_exception, quiet_interrupt_until_ready
 quiet_interrupt_until_ready()   # before torch is imported: Ctrl-C there ends the script quietly
 
 from nnet_tools.errors import NnetError
-from nnet_tools.train import options, outer
+from nnet_tools.driver import options, outer_loop
 
 
 def get_args():
@@ -39,23 +39,23 @@ def get_args():
 
 def main():
     args = get_args()
-    print(outer.command_line(), flush=True)
+    print(outer_loop.command_line(), flush=True)
     try:  # bad options: nothing was started, so there is nothing to resume
-        loop = outer.OuterLoop(options.from_namespace(args), args.egs_dir, args.dir)
+        loop = outer_loop.OuterLoop(options.from_namespace(args), args.egs_dir, args.dir)
         loop.check_start(args.stage, args.config, args.input_model)
     except NnetError as e:
         sys.exit(f"steps/train_dnn.py: {e}")
     try:
         interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         loop.run(args.stage, args.exit_stage, args.config, args.input_model)
-    except outer.NoResume as e:
+    except outer_loop.NoResume as e:
         sys.exit(f"steps/train_dnn.py: {e}")
     except NnetError as e:
         sys.exit(f"steps/train_dnn.py: {e}\nsteps/train_dnn.py: to resume once the cause is fixed: "
-                 f"{outer.resume_command()}")
+                 f"{outer_loop.resume_command()}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
         loop.launcher.stop()
-        print(f"steps/train_dnn.py: interrupted\nsteps/train_dnn.py: to resume: {outer.resume_command()}",
+        print(f"steps/train_dnn.py: interrupted\nsteps/train_dnn.py: to resume: {outer_loop.resume_command()}",
               file=sys.stderr, flush=True)
         sys.exit(130)
 

@@ -35,9 +35,9 @@ from nnet_tools.cli import interrupt_as_exception, quiet_interrupt_until_ready
 quiet_interrupt_until_ready()   # before torch is imported: Ctrl-C there ends the script quietly
 
 from nnet_tools.errors import NnetError
-from nnet_tools.train import options, outer
-from nnet_tools.train.options import str2bool
-from nnet_tools.train.partitioned import Partitioned, PartitionOptions
+from nnet_tools.driver import options, outer_loop
+from nnet_tools.driver.options import str2bool
+from nnet_tools.driver.partitioned import Partitioned, PartitionOptions
 
 NAME = "steps/train_partitioned.py"
 
@@ -77,12 +77,12 @@ def get_args():
 
 def resume(part):
     """The command that goes on from the stage that stopped (stage 3: where the full model left off)."""
-    return outer.resume_command(drop=("--stage", "--train-stage"), add=("--stage", str(part.running)))
+    return outer_loop.resume_command(drop=("--stage", "--train-stage"), add=("--stage", str(part.running)))
 
 
 def main():
     args = get_args()
-    print(outer.command_line(), flush=True)
+    print(outer_loop.command_line(), flush=True)
     popts = PartitionOptions(**{dest: getattr(args, dest) for _, dest, _, _ in SUB_OPTIONS})
     driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_dnn.py")
     try:  # bad options: nothing was started, so there is nothing to resume
@@ -93,7 +93,7 @@ def main():
         interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         part.run(args.stage, args.stop_stage, args.config, args.train_stage)
     except NnetError as e:
-        hint = "" if isinstance(e, outer.NoResume) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"
+        hint = "" if isinstance(e, outer_loop.NoResume) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"
         sys.exit(f"{NAME}: {e}{hint}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
         part.stop()

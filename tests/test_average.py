@@ -114,7 +114,7 @@ def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch, caplo
     import logging
     import math
     from nnet_tools.log import logger
-    from nnet_tools.report import diagnostics
+    from nnet_tools.evaluate import diagnostics
     from nnet_tools.train import combine
     monkeypatch.setattr(average, "CHUNK", chunk)   # 7: every model file read in pieces
     torch.manual_seed(3)
@@ -161,7 +161,7 @@ def test_streaming_combine_equals_the_in_memory_one(tmp_path, monkeypatch, caplo
 def test_batchnorm_statistics_are_recomputed_exactly_over_all_frames():
     """nnet3-combine's recomputation: the mean and variance of the layer's input over every frame,
     whatever the chunks (here 4096 + 1 frames: the last chunk of one frame once raised)."""
-    from nnet_tools.report import diagnostics
+    from nnet_tools.evaluate import diagnostics
     model = make(0)
     windows = torch.randn(diagnostics.EVAL_BATCH + 1, 3, 6)
     diagnostics.recompute_batchnorm_stats(model, windows)

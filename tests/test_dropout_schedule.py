@@ -7,7 +7,7 @@ from conftest import SMALL_CONFIG
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, edits
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.train import dropout_schedule as ds
+from nnet_tools.driver import dropout_schedule as ds
 
 TWO = "*=0.0,0.5,0.0 lstm.*=0.0,0.3@0.75,0.0"
 
@@ -128,7 +128,7 @@ def test_show_progress_and_the_outer_step_take_models_of_two_dropout_proportions
     every such iteration, and nnet-outer-step (bmuf) stopped the run."""
     from conftest import run
     from nnet_tools.model import model_io
-    from nnet_tools.report.progress import show_progress
+    from nnet_tools.evaluate.progress import show_progress
     a, b = dropout_net(), dropout_net()
     edits.set_dropout_proportion(b, "*", 0.3)
     assert set(show_progress(a, b)) == {"tdnn1.affine", "lstm.affine", "output.affine"}

@@ -401,7 +401,7 @@ def test_compute_and_compute_prob_apply_the_same_cmvn(tmp_path, small_model):
     from nnet_tools.data import cmvn
     from nnet_tools.data.tables import read_matrices
     from nnet_tools.model import model_io
-    from nnet_tools.report import compute
+    from nnet_tools.evaluate import compute
     d = tmp_path / "data"
     feats, targets, fs, ts = write_data(d, lengths(8, low=3, high=9), dim=6, num_classes=4)
     utt2spk = write_cmvn(d, feats, num_speakers=2)

@@ -1,9 +1,14 @@
-"""The iteration cost model (docs/cost-model.md) on cases worked out by hand."""
+"""The iteration cost model (docs/cost-model.md, benchmarks/iteration_cost.py) on cases worked
+out by hand."""
 import math
+import sys
 
 import pytest
 
-from nnet_tools.train import iteration_cost as cost
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))   # benchmark-only code: not part of the package
+import iteration_cost as cost  # noqa: E402
 
 FREE = dict(program_start=0.0, load_per_param=0.0, save_per_param=0.0, average_per_param=0.0, launch_fixed=0.0,
             launch_wave=0.0, egs_bytes=0.0, diag_egs=0)

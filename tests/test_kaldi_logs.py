@@ -12,7 +12,9 @@ from nnet_tools.data import egs
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.model.nonlinearity import Nonlinearity
-from nnet_tools.report import model_info, summary
+from nnet_tools.model.structure import structure
+from nnet_tools.evaluate import model_info
+from nnet_tools.report import summary
 from nnet_tools.train import average, job
 
 CONFIG = """input-dim: 6
@@ -113,7 +115,7 @@ def test_models_saved_without_stats_still_load(tmp_path):
     old = model_io.load(tmp_path / "old.mdl")
     assert all(float(p.count) == 0 for _, p in old.nonlinearities())
     assert torch.equal(old.layers[0].affine.weight, model.layers[0].affine.weight)
-    assert average.structure(old) == average.structure(model)
+    assert structure(old) == structure(model)
 
 
 def test_summarize_vector_as_kaldi():

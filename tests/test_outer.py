@@ -14,20 +14,21 @@ from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.train import combine, manifest, options, outer, outer_optim, schedule
-from nnet_tools.train.launcher import BACKGROUND_NICENESS, InProcessLauncher, Launcher, LaunchFailed
+from nnet_tools.driver import manifest, options, outer_loop, schedule
+from nnet_tools.train import combine, outer_optim
+from nnet_tools.driver.launcher import BACKGROUND_NICENESS, InProcessLauncher, Launcher, LaunchFailed
 
 
 def test_select_best_on_iteration_zero_then_within_one_of_best():
-    assert outer.select(0, [-1.0, -0.5, -2.0]) == [1]
-    assert outer.select(3, [-1.0, -1.9, -2.1, -0.95]) == [0, 1, 3]
-    assert outer.select(3, [-0.5]) == [0]
+    assert outer_loop.select(0, [-1.0, -0.5, -2.0]) == [1]
+    assert outer_loop.select(3, [-1.0, -1.9, -2.1, -0.95]) == [0, 1, 3]
+    assert outer_loop.select(3, [-0.5]) == [0]
 
 
 def test_iteration_zero_halves_minibatch_and_max_param_change():
     opts = options.TrainerOptions(minibatch_size="256,128", max_param_change=2.0)
-    assert outer.iteration_settings(opts, 0) == ("128,64", pytest.approx(2.0 / 2 ** 0.5))
-    assert outer.iteration_settings(opts, 1) == ("256,128", 2.0)
+    assert outer_loop.iteration_settings(opts, 0) == ("128,64", pytest.approx(2.0 / 2 ** 0.5))
+    assert outer_loop.iteration_settings(opts, 1) == ("256,128", 2.0)
 
 
 class RecordingLauncher:
@@ -95,7 +96,7 @@ def drive(tmp_path, egs_dir, objectives, fails=None, valid=None, stage=None, lau
     os.makedirs(tmp_path / "exp" / "log", exist_ok=True)
     launcher = (launcher_cls or RecordingLauncher)(str(tmp_path / "exp" / "log"), objectives, fails, valid)
     (tmp_path / "model.yaml").write_text(SMALL_CONFIG)
-    loop = outer.OuterLoop(opts, str(egs_dir), str(tmp_path / "exp"), launcher)
+    loop = outer_loop.OuterLoop(opts, str(egs_dir), str(tmp_path / "exp"), launcher)
     loop.run(stage=stage, config=str(tmp_path / "model.yaml"))
     return loop, launcher
 
@@ -152,7 +153,7 @@ def test_cleanup_waits_for_the_diagnostics_that_read_the_model_it_removes(tmp_pa
 
 
 def test_removable_follows_preserve_interval_and_combine_set():
-    assert [i for i in range(12) if not outer.removable(i, 5, [9, 10, 11])] == [0, 5, 9, 10, 11]
+    assert [i for i in range(12) if not outer_loop.removable(i, 5, [9, 10, 11])] == [0, 5, 9, 10, 11]
 
 
 def test_bmuf_runs_outer_step_with_state_and_resume_needs_it(tmp_path, egs_info):
@@ -165,7 +166,7 @@ def test_bmuf_runs_outer_step_with_state_and_resume_needs_it(tmp_path, egs_info)
     assert not any(a.startswith("--state-in") for a in rec.command("outer.1.log"))
     os.remove(exp / "3.mdl")
     with pytest.raises(NnetError, match="cannot resume at iteration 3"):
-        outer.OuterLoop(loop.opts, str(egs_info), str(exp), rec).run(stage=3)
+        outer_loop.OuterLoop(loop.opts, str(egs_info), str(exp), rec).run(stage=3)
 
 
 def tiny_problem(seed=0):
@@ -239,7 +240,7 @@ def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
     (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
     launcher = InProcessLauncher(str(tmp_path / "log"))
     launcher.run("init.log", ["nnet-init", "--srand=1", tmp_path / "m.yaml", tmp_path / "0.mdl"])
-    launcher.run("train.0.JOB.log", outer.job_command(options.TrainerOptions(minibatch_size="64"), 0, 2, 0.001, 0,
+    launcher.run("train.0.JOB.log", outer_loop.job_command(options.TrainerOptions(minibatch_size="64"), 0, 2, 0.001, 0,
                                                       tmp_path / "0.mdl", tmp_path / "egs", tmp_path / "1.JOB.mdl"), jobs=2)
     log = (tmp_path / "log" / "train.0.2.log").read_text()
     assert log.startswith("# nnet-train-one-job --learning-rate=0.002 --minibatch-size=32")
@@ -331,7 +332,7 @@ def test_non_finite_jobs_are_retried_with_another_seed_then_diverge(tmp_path, eg
     real_run = RecordingLauncher.run
     monkeypatch.setattr(RecordingLauncher, "run", lambda self, log, command, jobs=None, launcher_opts=():
                         seen.append((log, [str(c) for c in command])) or real_run(self, log, command, jobs, launcher_opts))
-    with pytest.raises(outer.Diverged, match="every job's objective went non-finite"):
+    with pytest.raises(outer_loop.Diverged, match="every job's objective went non-finite"):
         drive(tmp_path, egs_info, lambda it, j: -1.0,
               fails=lambda it, j, attempt: "ERROR (nnet-train-one-job) objective is non-finite\n" if it == 2 else None)
     srands = [next(a for a in c if a.startswith("--srand=")) for log, c in seen if log == "train.2.1.log"]
@@ -340,9 +341,9 @@ def test_non_finite_jobs_are_retried_with_another_seed_then_diverge(tmp_path, eg
 
 def test_valid_log_likelihood_far_below_best_stops_as_diverged(tmp_path, egs_info):
     valid = {0: -2.0, 1: -1.0, 2: -0.8, 3: -5.4e13}
-    with pytest.raises(outer.Diverged, match=r"valid log-likelihood -5.4e\+13 per frame at iteration 3; best -0.8 "):
+    with pytest.raises(outer_loop.Diverged, match=r"valid log-likelihood -5.4e\+13 per frame at iteration 3; best -0.8 "):
         drive(tmp_path, egs_info, lambda it, j: -1.0, valid=lambda it: valid.get(it, -0.7))
-    with pytest.raises(outer.Diverged, match="valid log-likelihood nan"):
+    with pytest.raises(outer_loop.Diverged, match="valid log-likelihood nan"):
         drive(tmp_path / "b", egs_info, lambda it, j: -1.0, valid=lambda it: "nan" if it == 2 else -1.0)
 
 
@@ -358,11 +359,11 @@ def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_pat
     out = capsys.readouterr()
     assert "resuming at iteration 3" in out.out and "not resuming from" in out.err
     assert [name for name, _ in rec.commands if name.startswith("train.")][0] == "train.3.JOB.log"
-    with pytest.raises(outer.Refused, match=r"manifest.json: this dir was started with other settings "
+    with pytest.raises(outer_loop.Refused, match=r"manifest.json: this dir was started with other settings "
                                            r"\(num-epochs: 3 -> 4; srand: 0 -> 5\); run with --stage -1"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, num_epochs=4, srand=5)
     # Settings that shape the updates, not only the schedule, mixed two runs: a resume took them.
-    with pytest.raises(outer.Refused, match=r"\(shuffle-buffer-size: 5000 -> 100\)"):
+    with pytest.raises(outer_loop.Refused, match=r"\(shuffle-buffer-size: 5000 -> 100\)"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, shuffle_buffer_size=100)
     old = manifest.read(exp)   # a manifest an older version wrote did not record them: not compared
     manifest.write(exp, {k: v for k, v in old.items() if k != "shuffle-buffer-size"})
@@ -384,15 +385,15 @@ def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info,
               fails=lambda it, j, attempt: "killed\n" if it == 2 else None)
     assert ("removed 12 later models and outer states of an earlier run (0.mdl, 1.mdl, 2.mdl, ...)"
             in capsys.readouterr().out)  # 0..8.mdl, 9.3.mdl, final.mdl and accuracy.report
-    assert sorted(n for n in os.listdir(exp) if outer.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
+    assert sorted(n for n in os.listdir(exp) if outer_loop.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
     assert not (exp / "final.mdl").exists() and not (exp / "accuracy.report").exists()
     # The earlier run's logs of what was removed went with it: nnet-report showed its figures.
     logs = os.listdir(exp / "log")
-    assert not [n for n in logs if outer.FINAL_LOG_RE.fullmatch(n)]
-    assert max(int(m["n"]) for n in logs if (m := outer.ITER_LOG_RE.fullmatch(n))) == 2   # the new run's
+    assert not [n for n in logs if outer_loop.FINAL_LOG_RE.fullmatch(n)]
+    assert max(int(m["n"]) for n in logs if (m := outer_loop.ITER_LOG_RE.fullmatch(n))) == 2   # the new run's
     later = {n for n in ("train.2.1.log", "train.3.1.log", "select.3.log", "average.3.log", "average.4.log",
                          "compute_prob_valid.3.log", "compute_prob_valid.4.log", "progress.4.log")
-             if outer._log_is_later(outer.ITER_LOG_RE.fullmatch(n), 3)}
+             if outer_loop._log_is_later(outer_loop.ITER_LOG_RE.fullmatch(n), 3)}
     assert later == {"train.3.1.log", "select.3.log", "average.3.log", "average.4.log", "compute_prob_valid.4.log",
                      "progress.4.log"}
     _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
@@ -401,7 +402,7 @@ def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info,
 
 
 def test_exp_lock_refuses_a_second_driver_and_takes_over_a_dead_ones(tmp_path, capsys):
-    from nnet_tools.train.exp_lock import ExpLock
+    from nnet_tools.driver.exp_lock import ExpLock
     with ExpLock(str(tmp_path)):
         with pytest.raises(NnetError, match=r"driver.lock: another driver is running in this dir \(host .*, pid "
                                             rf"{os.getpid()}, started"):
@@ -437,11 +438,11 @@ def test_a_stage_whose_models_cleanup_removed_fails_before_removing_anything(tmp
 
 
 def test_resume_command_drops_stage():
-    assert outer.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
+    assert outer_loop.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
         "steps/train_dnn.py --dir 'exp/a b'"
-    assert outer.resume_command(["x.py", "--stage=-1", "--cmd", "nnet-queue local"]) == "x.py --cmd 'nnet-queue local'"
+    assert outer_loop.resume_command(["x.py", "--stage=-1", "--cmd", "nnet-queue local"]) == "x.py --cmd 'nnet-queue local'"
     # train_partitioned.py's full model: its own stage and the outer loop's dropped, stage 3 added
-    assert outer.resume_command(["p.py", "--train-stage=4", "--stage", "0", "c.yaml", "egs", "exp"],
+    assert outer_loop.resume_command(["p.py", "--train-stage=4", "--stage", "0", "c.yaml", "egs", "exp"],
                                 drop=("--stage", "--train-stage"), add=("--stage", "3")) == "p.py --stage 3 c.yaml egs exp"
 
 
@@ -474,16 +475,16 @@ def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchn
 def test_job_command_carries_kaldis_training_options():
     opts = options.TrainerOptions(backstitch_scale=0.3, backstitch_interval=4, proportional_shrink=20.0,
                                   dropout_schedule="0,0@0.20,0.5@0.50,0", add_options=["--print-interval=5"])
-    argv = outer.job_command(opts, 5, 4, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl", data_fraction=0.35)
+    argv = outer_loop.job_command(opts, 5, 4, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl", data_fraction=0.35)
     assert "--l2-regularize-factor=0.25" in argv  # Kaldi: 1 / num_jobs
     assert "--backstitch-training-scale=0.3" in argv and "--backstitch-training-interval=4" in argv
     assert "--scale=0.92" in argv  # 1 - 20 x (0.001 x 4 jobs)
     assert "--edits=set-dropout-proportion name=* proportion=0.25" in argv  # halfway from 0@0.2 to 0.5@0.5
     assert argv[-4:] == ["--print-interval=5", "5.mdl", "egs", "6.JOB.mdl"]
-    plain = outer.job_command(options.TrainerOptions(), 5, 1, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl")
+    plain = outer_loop.job_command(options.TrainerOptions(), 5, 1, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl")
     assert not any(a.startswith(("--scale", "--edits", "--backstitch")) for a in plain)
     with pytest.raises(NnetError, match="proportional-shrink=200.0 is too large"):
-        outer.job_command(options.TrainerOptions(proportional_shrink=200.0), 5, 4, 0.001, 10, "a", "b", "c")
+        outer_loop.job_command(options.TrainerOptions(proportional_shrink=200.0), 5, 4, 0.001, 10, "a", "b", "c")
 
 
 def test_presoftmax_prior_scale_is_computed_from_the_egs_at_init(tmp_path):
@@ -527,13 +528,13 @@ def test_background_commands_run_below_the_jobs_priority(tmp_path):
 def test_driver_options_out_of_range_are_refused_before_any_work(tmp_path, egs_info, change, message):
     opts = options.TrainerOptions(**{**dict(num_epochs=3, jobs_initial=2, jobs_final=4), **change})
     with pytest.raises(NnetError, match=message):
-        outer.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), launcher=InProcessLauncher(str(tmp_path)))
+        outer_loop.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), launcher=InProcessLauncher(str(tmp_path)))
     assert not (tmp_path / "exp").exists()
 
 
 def test_a_stage_past_the_end_a_bad_config_or_cmd_fail_before_any_work(tmp_path, egs_info):
     (egs_info / "info" / "feat_dim").write_text("6\n")
-    loop = outer.OuterLoop(options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4), str(egs_info),
+    loop = outer_loop.OuterLoop(options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4), str(egs_info),
                            str(tmp_path / "exp"), launcher=InProcessLauncher(str(tmp_path)))
     with pytest.raises(NnetError, match=rf"--stage 100 is past this run's last stage, {loop.num_iters}"):
         loop.run(stage=100)      # used to say 'complete' with no model
@@ -550,7 +551,7 @@ def test_a_stage_past_the_end_a_bad_config_or_cmd_fail_before_any_work(tmp_path,
     with pytest.raises(NnetError, match="combine.egs: no such file; the final combination needs it"):
         loop.run()
     with pytest.raises(NnetError, match=r"--dir '.*d\$x': shell characters"):   # the task's bash would expand $x
-        outer.OuterLoop(loop.opts, str(egs_info), str(tmp_path / "d$x"), launcher=InProcessLauncher(str(tmp_path)))
+        outer_loop.OuterLoop(loop.opts, str(egs_info), str(tmp_path / "d$x"), launcher=InProcessLauncher(str(tmp_path)))
     for cmd, message in (("no-such-queue local", "no program 'no-such-queue' on PATH"), ("", "empty"),
                          ("nnet-queue 'local", "No closing quotation")):
         with pytest.raises(NnetError, match=message):

@@ -7,7 +7,7 @@ import yaml
 
 from conftest import REPO, error_line, run, write_egs_dir
 from nnet_tools.model import config, model_io, partition
-from nnet_tools.train import manifest
+from nnet_tools.driver import manifest
 from nnet_tools.errors import NnetError
 from nnet_tools.model.nnet import Nnet
 

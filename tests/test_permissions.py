@@ -10,7 +10,7 @@ from nnet_tools import fileio
 from nnet_tools.cli.common import program
 from nnet_tools.data import get_egs as ge
 from nnet_tools.errors import NnetError
-from nnet_tools.train import options, outer
+from nnet_tools.driver import options, outer_loop
 from test_egs_scale import split_scp
 from test_get_egs import SMALL, lengths, run_lib, write_data
 from test_outer import RecordingLauncher, drive, egs_info  # noqa: F401 (a fixture)
@@ -97,7 +97,7 @@ def test_driver_refuses_an_exp_dir_or_log_dir_it_cannot_write(tmp_path, egs_info
         monkeypatch.undo()
         deny(monkeypatch, denied)
         with pytest.raises(NnetError, match=rf"^{denied} is not writable \(Permission denied\)$"):
-            outer.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), RecordingLauncher(str(tmp_path), None))
+            outer_loop.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), RecordingLauncher(str(tmp_path), None))
 
 
 def test_resume_stops_at_a_model_it_cannot_read(tmp_path, egs_info, monkeypatch):
@@ -139,7 +139,7 @@ def test_unreadable_is_said_as_such_not_as_missing(tmp_path, egs_info, monkeypat
         logparse.compute_prob(str(tmp_path / "compute_prob_valid.3.log"))
     monkeypatch.undo()
     opts = options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4)
-    loop = outer.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), RecordingLauncher(str(tmp_path), None))
+    loop = outer_loop.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), RecordingLauncher(str(tmp_path), None))
     with pytest.raises(NnetError, match=r"gone.mdl: no such model file"):
         loop.check_start(None, None, str(tmp_path / "gone.mdl"))
 

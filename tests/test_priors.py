@@ -12,7 +12,7 @@ from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io, priors
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.report import compute as report_compute
+from nnet_tools.evaluate import compute as report_compute
 
 SET_A = Path("/work/shared/testdata/kaldi-arks/kaldi-io-for-python/tests/data")
 SET_B = Path("/work/shared/testdata/kaldi-arks/kaldi-native-io-generated")

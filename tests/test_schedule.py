@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from nnet_tools.train import schedule
+from nnet_tools.data import egs
+from nnet_tools.driver import schedule
 from nnet_tools.train.minibatch import halve
 
 
@@ -39,10 +40,10 @@ def test_learning_rate_decays_exponentially_in_data_and_ends_at_final():
 
 def test_archive_and_frame_rotation():
     # k = processed + job - 1; archive = k % A + 1; frame = (k // A + archive) % fpe
-    assert schedule.archive_and_frame(0, 1, 12, 8) == (1, 1)
-    assert schedule.archive_and_frame(11, 2, 12, 8) == (1, 2)   # k = 12: second pass, archive 1
-    assert schedule.archive_and_frame(5, 3, 4, 1) == (4, 0)
-    seen = {schedule.archive_and_frame(k, 1, 12, 8) for k in range(96)}
+    assert egs.archive_and_frame(0, 1, 12, 8) == (1, 1)
+    assert egs.archive_and_frame(11, 2, 12, 8) == (1, 2)   # k = 12: second pass, archive 1
+    assert egs.archive_and_frame(5, 3, 4, 1) == (4, 0)
+    seen = {egs.archive_and_frame(k, 1, 12, 8) for k in range(96)}
     assert len(seen) == 96  # one epoch visits every (archive, frame) exactly once
 
 

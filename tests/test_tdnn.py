@@ -9,7 +9,7 @@ from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet, frame_windows
-from nnet_tools.report import compute
+from nnet_tools.evaluate import compute
 from nnet_tools.train.job import TrainOptions, train_one_job
 
 # Kaldi's classic TDNN shape: splice -2..2 into the first layer (the LDA layer's

@@ -7,7 +7,7 @@ import torch
 
 from conftest import SMALL_CONFIG, nan_archive, write_egs_dir
 from nnet_tools.model import config
-from nnet_tools.report import diagnostics
+from nnet_tools.evaluate import diagnostics
 from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 from nnet_tools.model.nnet import Nnet

@@ -15,7 +15,7 @@ from nnet_tools.model.ng import OnlineNaturalGradient
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.train import max_change
 from nnet_tools.train.job import TrainOptions, train_one_job
-from nnet_tools.train.schedule import shrink_factor
+from nnet_tools.driver.schedule import shrink_factor
 
 W0 = np.array([[0.5, -0.2], [0.1, 0.3], [-0.4, 0.2]])
 B0 = np.array([0.1, 0.0, -0.1])

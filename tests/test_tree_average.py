@@ -10,8 +10,9 @@ from conftest import SMALL_CONFIG
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.train import average, options, outer, tree_average
-from nnet_tools.train.launcher import InProcessLauncher, Launcher
+from nnet_tools.driver import options, outer_loop, tree_average
+from nnet_tools.train import average
+from nnet_tools.driver.launcher import InProcessLauncher, Launcher
 from test_outer import RecordingLauncher, drive
 
 egs_info = test_outer.egs_info   # the fixture
@@ -62,7 +63,7 @@ def test_driver_averages_in_groups_beyond_the_fanin_and_flat_below(tmp_path, egs
 
 def test_fanin_one_or_a_dir_with_spaces_is_refused(tmp_path, egs_info):
     with pytest.raises(NnetError, match="averaging-fanin must be 0 .* or at least 2, got 1"):
-        outer.OuterLoop(options.TrainerOptions(averaging_fanin=1), str(egs_info), str(tmp_path / "exp"))
+        outer_loop.OuterLoop(options.TrainerOptions(averaging_fanin=1), str(egs_info), str(tmp_path / "exp"))
     with pytest.raises(NnetError, match="needs an experiment dir path without spaces"):
         tree_average.average(None, ["a", "b", "c"], "out", "average.1.log", 2, str(tmp_path / "my exp" / "average.1"))
 

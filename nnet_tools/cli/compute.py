@@ -3,7 +3,7 @@ import contextlib
 import click
 import numpy as np
 
-from nnet_tools.report import compute
+from nnet_tools.evaluate import compute
 from nnet_tools import device
 from nnet_tools.model import model_io, priors as priors_mod
 from nnet_tools.data import cmvn as cmvn_mod, tables

@@ -2,9 +2,9 @@ import contextlib
 
 import click
 
-from nnet_tools.report import compute
+from nnet_tools.evaluate import compute
 from nnet_tools import device
-from nnet_tools.report import diagnostics
+from nnet_tools.evaluate import diagnostics
 from nnet_tools.data import egs
 from nnet_tools.model import model_io
 from nnet_tools.cli.common import cmvn_options, program

@@ -1,7 +1,7 @@
 import click
 
 from nnet_tools.model import config, model_io
-from nnet_tools.report import model_info
+from nnet_tools.evaluate import model_info
 from nnet_tools.cli.common import program
 
 

@@ -9,7 +9,7 @@ from nnet_tools.fileio import atomic_path
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
 from nnet_tools.train import outer_optim
-from nnet_tools.train.average import structure
+from nnet_tools.model.structure import structure
 
 
 def _load_state(path):

@@ -1,7 +1,7 @@
 import click
 
 from nnet_tools.model import model_io
-from nnet_tools.report import progress
+from nnet_tools.evaluate import progress
 from nnet_tools.cli.common import program
 
 

@@ -47,9 +47,16 @@ def read_info(egs_dir, name):
         raise NnetError(f"{path}: missing or not an integer; is {egs_dir} an egs dir made by nnet-get-egs?") from None
 
 
+def archive_and_frame(archives_processed, job, num_archives, frames_per_eg):
+    """1-based archive index and label position of job ``job`` (1-based), as nnet3's driver."""
+    k = archives_processed + job - 1
+    archive = k % num_archives + 1
+    frame = (k // num_archives + archive) % frames_per_eg
+    return archive, frame
+
+
 def job_archive(egs_dir, job, archives_processed):
     """(archive path, label position) for job ``job`` (1-based) of an iteration, Kaldi's rotation."""
-    from nnet_tools.train.schedule import archive_and_frame
     archive, frame = archive_and_frame(archives_processed, job, read_info(egs_dir, "num_archives"),
                                        read_info(egs_dir, "frames_per_eg"))
     return os.path.join(egs_dir, f"egs.{archive}.ark"), frame

@@ -1,1 +1,2 @@
-"""Reporting: diagnostics, forward computation, log parsing, parameter progress, exp-dir summaries."""
+"""Reading an experiment dir's logs: Kaldi-worded log lines, per-iteration series, summaries
+(nnet3_dir_info-style, accuracy.report) and plots (nnet-report)."""

@@ -1,2 +1,3 @@
-"""Training: one job, max-change, minibatches, the schedule (incl. shrink), the dropout schedule,
-averaging, combination."""
+"""What runs inside the training programs: one job's loop (nnet-train-one-job), max-change,
+minibatches, averaging (nnet-average-models), combination (nnet-combine), outer optimizers
+(nnet-outer-step)."""

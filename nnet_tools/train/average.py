@@ -11,21 +11,9 @@ import torch
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
+from nnet_tools.model.structure import structure_of
 
 CHUNK = 1 << 21   # elements averaged at a time: float64 sums of 16 MB, whatever a tensor's size
-
-
-def structure_of(config, keys):
-    """What must agree for models to be averaged: the config without dropout proportions (a
-    dropout schedule changes them between iterations; the result keeps the first model's) and
-    the stored tensors (e.g. only one has a presoftmax scale)."""
-    layers = [{k: v for k, v in layer.items() if k != "dropout-proportion"} for layer in config["layers"]]
-    return {**config, "layers": layers}, list(keys)
-
-
-def structure(model):
-    """structure_of a loaded model: equal for two models that can be averaged or compared."""
-    return structure_of(model.config, model.state_dict().keys())
 
 
 def non_finite_message(path, names):

@@ -11,11 +11,12 @@ import math
 
 import torch
 
-from nnet_tools.train import average
-from nnet_tools.report import diagnostics
 from nnet_tools.errors import NnetError
+from nnet_tools.evaluate import diagnostics
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
+from nnet_tools.model.structure import structure_of
+from nnet_tools.train import average
 
 
 def _score(model, windows, labels, device):
@@ -38,9 +39,9 @@ def _first(source):
 
 def _structure(source):
     if isinstance(source, torch.nn.Module):
-        return average.structure_of(source.config, source.state_dict().keys())
+        return structure_of(source.config, source.state_dict().keys())
     blob = model_io.read(source, mmap=True)
-    return average.structure_of(blob["config"], blob["state"].keys())
+    return structure_of(blob["config"], blob["state"].keys())
 
 
 def _check(source, name, first_name, ref):

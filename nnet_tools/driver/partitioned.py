@@ -14,9 +14,9 @@ from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, make_dirs, write_text
 from nnet_tools.model import config as config_mod
-from nnet_tools.train import manifest, options, outer, schedule
-from nnet_tools.train.exp_lock import ExpLock
-from nnet_tools.train.launcher import Launcher
+from nnet_tools.driver import manifest, options, outer_loop, schedule
+from nnet_tools.driver.exp_lock import ExpLock
+from nnet_tools.driver.launcher import Launcher
 
 
 @dataclasses.dataclass
@@ -110,13 +110,13 @@ class Partitioned:
         stages = range(stage, stop_stage + 1)
         self.running = self.first_stage = stage
         # The full model's options are checked before any sub-model trains (hours, on real data).
-        loop = outer.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, self.dir,
+        loop = outer_loop.OuterLoop(full_model_options(self.opts, self.popts), self.egs_dir, self.dir,
                                name="steps/train_partitioned.py", stage_flag="--stage 3 --train-stage") \
             if 3 in stages else None
         if loop:
             self.launchers.append(loop.launcher)
         if 0 in stages:   # before any sub-model trains: not found in every job's log
-            outer.check_dims(config, config_mod.load(config), self.egs_dir)
+            outer_loop.check_dims(config, config_mod.load(config), self.egs_dir)
         if {0, 1, 2} & set(stages):
             with ExpLock(self.dir) as lock:   # stage 3's outer loop takes the lock itself
                 self.launcher.tick = lock.beat
@@ -158,7 +158,7 @@ class Partitioned:
     def split_command(self, config):
         return ["nnet-split-submodels", f"--srand={self.opts.srand}",
                 *(["--allow-uneven"] if self.popts.allow_uneven else []),
-                *outer.presoftmax_option(self.opts, self.egs_dir, self.dir),
+                *outer_loop.presoftmax_option(self.opts, self.egs_dir, self.dir),
                 config, str(self.popts.num_submodels), os.path.join(self.dir, "split")]
 
     def merge_command(self):
@@ -214,10 +214,10 @@ class Partitioned:
         for it, _, lrate, processed in plan[start:]:
             model_in = os.path.join(self.dir, "split", "sub.JOB.mdl") if it == 0 else os.path.join(sub, f"{it}.mdl")
             print(f"Sub-models iter: {it}/{len(plan) - 1}   lr: {lrate:.6f}", flush=True)
-            command = outer.job_command(sub_opts, it, 1, lrate, processed, model_in, egs_dir,
+            command = outer_loop.job_command(sub_opts, it, 1, lrate, processed, model_in, egs_dir,
                                         os.path.join(sub, f"{it + 1}.mdl"), job=1)
             self.launcher.run(f"train_sub.{it}.JOB.log", command, jobs=k,
-                              launcher_opts=outer.job_launcher_opts(opts, k if self.popts.parallel else 1))
+                              launcher_opts=outer_loop.job_launcher_opts(opts, k if self.popts.parallel else 1))
             if opts.cleanup and it > 0:
                 for j in range(1, k + 1):
                     os.remove(os.path.join(self.dir, f"sub.{j}", f"{it}.mdl"))
@@ -243,7 +243,7 @@ class Partitioned:
         for j in range(1, k + 1):
             split = os.path.join(self.dir, "split", f"sub.{j}.mdl")
             if not os.path.exists(split):
-                raise outer.Refused(f"{split}: no such file; the sub-models start from the split (run with --stage 0)")
+                raise outer_loop.Refused(f"{split}: no such file; the sub-models start from the split (run with --stage 0)")
             # The source egs dir, not a shard's: DIR/egs.J is made again by every run, wherever DIR now is.
             wanted.append({**manifest.describe(sub_opts, self.egs_dir, num_archives, frames_per_eg, input_model=split),
                            "sub-data": self.popts.sub_data})
@@ -252,7 +252,7 @@ class Partitioned:
         for d, new in zip(subs, wanted):
             os.makedirs(d, exist_ok=True)
             for name in os.listdir(d):
-                m = outer.MODEL_RE.fullmatch(name)
+                m = outer_loop.MODEL_RE.fullmatch(name)
                 if (m and int(m.group(1)) > start) or (name == "final.mdl" and start < num_iters):
                     os.remove(os.path.join(d, name))
                     removed += 1
@@ -275,11 +275,11 @@ class Partitioned:
             return 0   # nothing of a run this version made
         for d, before, new in zip(subs, old, wanted):
             if before is None:
-                raise outer.Refused(f"{d}/{manifest.NAME}: missing, so this sub-model's settings are unknown; run "
+                raise outer_loop.Refused(f"{d}/{manifest.NAME}: missing, so this sub-model's settings are unknown; run "
                                     f"with --stage 0 to train the sub-models over")
             diffs = manifest.differences(before, new)
             if diffs:
-                raise outer.Refused(f"{d}/{manifest.NAME}: the sub-models were started with other settings "
+                raise outer_loop.Refused(f"{d}/{manifest.NAME}: the sub-models were started with other settings "
                                     f"({'; '.join(diffs)}); run with --stage 0 to train them over")
 
         def model(d, it):
@@ -289,7 +289,7 @@ class Partitioned:
         for it in range(num_iters, 0, -1):
             paths = [model(d, it) for d in subs]
             # A list, not a generator: every model that does not load gets its warning.
-            if all(os.path.exists(p) for p in paths) and all([outer.whole_model(p, self.warn) for p in paths]):
+            if all(os.path.exists(p) for p in paths) and all([outer_loop.whole_model(p, self.warn) for p in paths]):
                 return it
         return 0
 

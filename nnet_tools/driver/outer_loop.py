@@ -23,9 +23,9 @@ from nnet_tools.fileio import check_writable, make_dirs, write_text
 from nnet_tools.report import logparse, summary
 from nnet_tools.model import config as config_mod, model_io, presoftmax
 from nnet_tools.queue import tasklog
-from nnet_tools.train import dropout_schedule, manifest, options, schedule, tree_average
-from nnet_tools.train.exp_lock import ExpLock
-from nnet_tools.train.launcher import LaunchFailed, Launcher
+from nnet_tools.driver import dropout_schedule, manifest, options, schedule, tree_average
+from nnet_tools.driver.exp_lock import ExpLock
+from nnet_tools.driver.launcher import LaunchFailed, Launcher
 from nnet_tools.train.minibatch import halve
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from nnet_tools.data import tables
-from nnet_tools.report.diagnostics import EVAL_BATCH, Stats
+from nnet_tools.evaluate.diagnostics import EVAL_BATCH, Stats
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import padded

@@ -34,14 +34,6 @@ def shrink_factor(proportional_shrink, lr):
     return shrink
 
 
-def archive_and_frame(archives_processed, job, num_archives, frames_per_eg):
-    """1-based archive index and label position of job ``job`` (1-based), as nnet3's driver."""
-    k = archives_processed + job - 1
-    archive = k % num_archives + 1
-    frame = (k // num_archives + archive) % frames_per_eg
-    return archive, frame
-
-
 def combine_iters(iters, num_archives_expanded, jobs_final, max_models_combine=20):
     """Iterations whose models nnet-combine considers (get_model_combine_iters)."""
     per_epoch = num_archives_expanded / jobs_final

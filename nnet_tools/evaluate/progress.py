@@ -7,7 +7,7 @@ import torch
 
 from nnet_tools.errors import NnetError
 from nnet_tools.log import kaldi_origin, logger
-from nnet_tools.train.average import structure
+from nnet_tools.model.structure import structure
 
 
 def _norm(affine):
