@@ -18,7 +18,7 @@ from nnet_tools.cli import interrupt_as_exception, quiet_interrupt_until_ready
 quiet_interrupt_until_ready()   # before torch is imported: Ctrl-C there ends the script quietly
 
 from nnet_tools.errors import NnetError
-from nnet_tools.driver import options, outer_loop
+from nnet_tools.driver import commands, options, outer_loop, resume
 
 
 def get_args():
@@ -39,7 +39,7 @@ def get_args():
 
 def main():
     args = get_args()
-    print(outer_loop.command_line(), flush=True)
+    print(commands.command_line(), flush=True)
     try:  # bad options: nothing was started, so there is nothing to resume
         loop = outer_loop.OuterLoop(options.from_namespace(args), args.egs_dir, args.dir)
         loop.check_start(args.stage, args.config, args.input_model)
@@ -48,14 +48,14 @@ def main():
     try:
         interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         loop.run(args.stage, args.exit_stage, args.config, args.input_model)
-    except outer_loop.NoResume as e:
+    except resume.NoResume as e:
         sys.exit(f"steps/train_dnn.py: {e}")
     except NnetError as e:
         sys.exit(f"steps/train_dnn.py: {e}\nsteps/train_dnn.py: to resume once the cause is fixed: "
-                 f"{outer_loop.resume_command()}")
+                 f"{commands.resume_command()}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
         loop.launcher.stop()
-        print(f"steps/train_dnn.py: interrupted\nsteps/train_dnn.py: to resume: {outer_loop.resume_command()}",
+        print(f"steps/train_dnn.py: interrupted\nsteps/train_dnn.py: to resume: {commands.resume_command()}",
               file=sys.stderr, flush=True)
         sys.exit(130)
 

@@ -34,10 +34,11 @@ from nnet_tools.cli import interrupt_as_exception, quiet_interrupt_until_ready
 
 quiet_interrupt_until_ready()   # before torch is imported: Ctrl-C there ends the script quietly
 
-from nnet_tools.errors import NnetError
-from nnet_tools.driver import options, outer_loop
+from nnet_tools.driver import commands, options
 from nnet_tools.driver.options import str2bool
 from nnet_tools.driver.partitioned import Partitioned, PartitionOptions
+from nnet_tools.driver.resume import NoResume
+from nnet_tools.errors import NnetError
 
 NAME = "steps/train_partitioned.py"
 
@@ -75,14 +76,14 @@ def get_args():
     return p.parse_args()
 
 
-def resume(part):
+def resume_command(part):
     """The command that goes on from the stage that stopped (stage 3: where the full model left off)."""
-    return outer_loop.resume_command(drop=("--stage", "--train-stage"), add=("--stage", str(part.running)))
+    return commands.resume_command(drop=("--stage", "--train-stage"), add=("--stage", str(part.running)))
 
 
 def main():
     args = get_args()
-    print(outer_loop.command_line(), flush=True)
+    print(commands.command_line(), flush=True)
     popts = PartitionOptions(**{dest: getattr(args, dest) for _, dest, _, _ in SUB_OPTIONS})
     driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_dnn.py")
     try:  # bad options: nothing was started, so there is nothing to resume
@@ -93,11 +94,11 @@ def main():
         interrupt_as_exception()   # from here Ctrl-C stops the tasks and says how to resume
         part.run(args.stage, args.stop_stage, args.config, args.train_stage)
     except NnetError as e:
-        hint = "" if isinstance(e, outer_loop.NoResume) else f"\n{NAME}: to resume once the cause is fixed: {resume(part)}"
+        hint = "" if isinstance(e, NoResume) else f"\n{NAME}: to resume once the cause is fixed: {resume_command(part)}"
         sys.exit(f"{NAME}: {e}{hint}")
     except KeyboardInterrupt:  # Ctrl-C: the tasks got it too, and the queue stops them
         part.stop()
-        print(f"{NAME}: interrupted\n{NAME}: to resume: {resume(part)}", file=sys.stderr, flush=True)
+        print(f"{NAME}: interrupted\n{NAME}: to resume: {resume_command(part)}", file=sys.stderr, flush=True)
         sys.exit(130)
     print(f"{NAME}: done stages {part.first_stage}..{args.stop_stage} in {args.dir}", flush=True)
 

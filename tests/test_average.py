@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, error_line, run
+from helpers import SMALL_CONFIG, error_line, run
 from nnet_tools.train import average
 from nnet_tools.model import config, model_io
 from nnet_tools.errors import NnetError
@@ -47,7 +47,7 @@ def test_program_averages_and_refuses_mismatched_models(tmp_path):
 
 
 def test_programs_refuse_non_finite_models(tmp_path):
-    from conftest import write_egs_dir
+    from helpers import write_egs_dir
     good, bad = make(0), make(1)
     bad.state_dict()["layers.1.affine.bias"][2] = float("nan")
     bad.state_dict()["layers.0.affine.weight"][3, 1] = float("inf")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, SMALL_CONFIG, error_line, nan_archive, run, write_egs_dir
+from helpers import REPO, SMALL_CONFIG, error_line, nan_archive, run, write_egs_dir
 from nnet_tools import device, fileio
 from nnet_tools.cli.average_models import parse_weights
 from nnet_tools.data import egs, tables

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import error_line, run
+from helpers import error_line, run
 from nnet_tools.data import cmvn, tables
 from nnet_tools.errors import NnetError
 
@@ -194,7 +194,7 @@ def test_bad_input_is_one_line(data_dir, tmp_path):
 def test_the_stage_script_takes_kaldis_one_argument_form(data_dir, tmp_path):
     """steps/compute_cmvn_stats.sh <data> [<log> [<cmvn-dir>]], as Kaldi's (once: exactly 3)."""
     import subprocess
-    from conftest import REPO
+    from helpers import REPO
     d, feats, _ = data_dir
     r = subprocess.run(["bash", REPO / "steps" / "compute_cmvn_stats.sh", d], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -4,7 +4,7 @@ import re
 import pytest
 import torch
 
-from conftest import REPO, SMALL_CONFIG, run, write_egs_dir
+from helpers import REPO, SMALL_CONFIG, run, write_egs_dir
 
 DRIVER = REPO / "steps" / "train_dnn.py"
 ACCURACY_REPORT_HEADER = "%Iter\tduration\ttrain_objective\tvalid_objective\tdifference"  # Kaldi's

@@ -6,12 +6,11 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 
 import pytest
 import torch
 
-from conftest import REPO, SMALL_CONFIG, write_egs_dir
+from helpers import REPO, SMALL_CONFIG, queued_jobs, require, wait_for, write_egs_dir
 
 DRIVER = REPO / "steps" / "train_dnn.py"
 
@@ -43,16 +42,6 @@ def processes(*patterns, exclude=("\0",)):
     return found
 
 
-def wait_for(condition, timeout=120, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def final_state(exp):
     return torch.load(exp / "final.mdl", weights_only=True)["state"]
 
@@ -81,7 +70,8 @@ def test_killed_training_job_is_retried_and_the_run_finishes_as_if_undisturbed(s
     p = start(tmp, exp)
     # The training program itself: not nnet-queue, nor the guard or shell it runs the task under.
     victim = wait_for(lambda: processes("--job=2 --archives-processed=2 ", f"{exp}/1.mdl",
-                                        exclude=("nnet-queue", "guard.py", "bash")), what="job 2 of iteration 1")
+                                        exclude=("nnet-queue", "guard.py", "bash")), timeout=120,
+                      what="job 2 of iteration 1")
     os.kill(victim[0], signal.SIGKILL)
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-2000:]
@@ -94,7 +84,7 @@ def test_killed_driver_leaves_no_task_and_the_same_command_resumes(setup):
     tmp, clean = setup
     exp = tmp / "kill_driver"
     p = start(tmp, exp)
-    wait_for(lambda: processes("--archives-processed=2 ", f"{exp}/1.mdl"), what="iteration 1's jobs")
+    wait_for(lambda: processes("--archives-processed=2 ", f"{exp}/1.mdl"), timeout=120, what="iteration 1's jobs")
     os.kill(p.pid, signal.SIGKILL)
     p.communicate()
     wait_for(lambda: not processes(str(exp)), timeout=30, what="the driver's tasks to die")
@@ -116,7 +106,7 @@ def test_ctrl_c_stops_the_run_in_one_line_that_says_how_to_resume(setup):
     # A session of its own, SIGINT not ignored (a background shell job would inherit it ignored).
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    wait_for(lambda: processes("--archives-processed=2 ", f"{exp}/1.mdl"), what="iteration 1's jobs")
+    wait_for(lambda: processes("--archives-processed=2 ", f"{exp}/1.mdl"), timeout=120, what="iteration 1's jobs")
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and "Traceback" not in err
@@ -138,7 +128,8 @@ def test_ctrl_c_while_sub_model_drivers_train_stops_them_all_and_says_how_to_res
             str(tmp / "model.yaml"), str(tmp / "egs"), str(exp)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    wait_for(lambda: processes("nnet-train-one-job", f"{exp}/sub.2/0.mdl"), what="sub-model 2's first job")
+    wait_for(lambda: processes("nnet-train-one-job", f"{exp}/sub.2/0.mdl"), timeout=120,
+             what="sub-model 2's first job")
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and "Traceback" not in err, err
@@ -172,7 +163,7 @@ def test_second_driver_on_the_same_dir_is_refused(setup):
     tmp, _ = setup
     exp = tmp / "two"
     first = start(tmp, exp)
-    wait_for(lambda: (exp / "driver.lock").exists(), what="the first driver's lock")
+    wait_for(lambda: (exp / "driver.lock").exists(), timeout=120, what="the first driver's lock")
     second = subprocess.run(driver_argv(tmp, exp), capture_output=True, text=True)
     first.kill()
     first.communicate()
@@ -201,7 +192,6 @@ def test_diverging_learning_rate_stops_the_run_saying_diverged(setup):
 
 @pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.cluster) for e in ("slurm", "sge")])
 def test_a_job_cancelled_on_the_engine_is_retried_and_the_run_ends_as_undisturbed(setup, engine):
-    from test_queue_cluster import queued_jobs, require
     require(engine)
     tmp, clean = setup
     exp = tmp / f"cancel_{engine}"

@@ -3,7 +3,7 @@ set-dropout-proportion edits on a model."""
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG
+from helpers import SMALL_CONFIG
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, edits
 from nnet_tools.model.nnet import Nnet
@@ -126,7 +126,7 @@ def test_models_differing_only_in_dropout_proportion_can_be_averaged(tmp_path):
 def test_show_progress_and_the_outer_step_take_models_of_two_dropout_proportions(tmp_path):
     """A dropout schedule changes the proportion between iterations: nnet-show-progress failed on
     every such iteration, and nnet-outer-step (bmuf) stopped the run."""
-    from conftest import run
+    from helpers import run
     from nnet_tools.model import model_io
     from nnet_tools.evaluate.progress import show_progress
     a, b = dropout_net(), dropout_net()

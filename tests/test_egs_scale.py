@@ -6,25 +6,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import error_line, run
+from helpers import SMALL, archives, error_line, lengths, run, split_scp, write_cmvn, write_data, write_data_dir
 from nnet_tools.data import egs as egs_mod
 from nnet_tools.data import get_egs as ge
 from nnet_tools.data.egs import EgsArchive
 from nnet_tools.errors import NnetError
-from test_get_egs import SMALL, archives, lengths, write_cmvn, write_data, write_data_dir
 
 STEPS = os.path.join(os.path.dirname(__file__), "..", "steps", "get_egs.sh")
-
-
-def split_scp(scp, n, out_dir):
-    """feats.scp cut into n interleaved parts (any split will do; get_egs.sh cuts contiguous blocks)."""
-    lines = open(scp).read().splitlines(keepends=True)
-    paths = []
-    for j in range(n):
-        paths.append(os.path.join(out_dir, f"feats.{j + 1}.scp"))
-        with open(paths[-1], "w") as f:
-            f.writelines(lines[j::n])
-    return paths
 
 
 def all_egs(egs_dir):
@@ -192,7 +180,7 @@ def test_archives_are_written_in_chunks_to_the_same_bytes(tmp_path, monkeypatch)
 
 
 def test_a_job_trains_on_compressed_egs_as_on_float32(tmp_path, small_model):
-    from conftest import write_egs_dir
+    from helpers import write_egs_dir
     from nnet_tools.model import model_io
     from nnet_tools.train import job as train
     write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=600)

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import SMALL_CONFIG, error_line, gone, nan_archive, run, wait_for, write_egs_dir
+from helpers import SMALL_CONFIG, error_line, gone, nan_archive, run, wait_for, write_egs_dir
 from nnet_tools import fileio
 from nnet_tools.data import egs, tables
 from nnet_tools.queue import tasklog
@@ -252,7 +252,7 @@ def test_kill_9_of_nnet_queue_leaves_no_task_running(tmp_path):
     assert all(not gone(p) for p in pids)
     proc.kill()                                                    # kill -9: no handler runs
     proc.wait()
-    wait_for(lambda: all(gone(p) for p in pids), seconds=30)
+    wait_for(lambda: all(gone(p) for p in pids), timeout=30)
     # Nothing writes into the logs any more; a new run of the same command owns them alone.
     r = subprocess.run(["nnet-queue", "local", "JOB=1:2", "log/s.JOB.log", "echo", "new", "JOB"], cwd=tmp_path,
                        capture_output=True, text=True)

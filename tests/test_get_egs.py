@@ -12,50 +12,12 @@ from nnet_tools.data import get_egs as ge
 from nnet_tools.data.egs import EgsArchive
 from nnet_tools.errors import NnetError
 from nnet_tools.model.nnet import frame_windows
-from nnet_tools.data.tables import IntVectorWriter, MatrixWriter
-from conftest import error_line
-
-SMALL = dict(frames_per_eg=4, left_context=2, right_context=3, samples_per_iter=30, num_utts_subset=3,
-             num_frames_diagnostic=20, num_train_frames_combine=40)
-
-
-def write_data(d, lengths, dim=3, num_classes=5, seed=0, targets_len=None, skip_targets=(), dims=None):
-    """Random features and targets for utterances utt000.. of the given lengths, into directory d.
-
-    targets_len maps an utterance index to a different target count; skip_targets lists utterances
-    without targets; dims maps an utterance index to a different feature dim."""
-    rng = np.random.default_rng(seed)
-    feats, targets = {}, {}
-    os.makedirs(d, exist_ok=True)
-    with MatrixWriter(f"ark,scp:{d}/feats.ark,{d}/feats.scp") as fw, IntVectorWriter(f"ark:{d}/targets.ark") as tw:
-        for i, n in enumerate(lengths):
-            key = f"utt{i:03d}"
-            feats[key] = rng.standard_normal((n, (dims or {}).get(i, dim))).astype(np.float32)
-            fw.write(key, feats[key])
-            if i not in skip_targets:
-                targets[key] = rng.integers(0, num_classes, (targets_len or {}).get(i, n)).astype(np.int32)
-                tw.write(key, targets[key])
-    return feats, targets, f"scp:{d}/feats.scp", f"ark:{d}/targets.ark"
-
-
-def lengths(n, seed=1, low=1, high=30):
-    return np.random.default_rng(seed).integers(low, high, n).tolist()
-
-
-def run_lib(tmp_path, n_utts=30, name="egs", data=None, **opts):
-    data = data or write_data(tmp_path / "data", lengths(n_utts))
-    egs_dir = tmp_path / name
-    info = ge.get_egs(data[2], data[3], str(egs_dir), ge.EgsOptions(**{**SMALL, **opts}))
-    return data, egs_dir, info
+from nnet_tools.data.tables import MatrixWriter
+from helpers import SMALL, archives, error_line, lengths, run_lib, write_cmvn, write_data, write_data_dir
 
 
 def read_list(path):
     return path.read_text().split()
-
-
-def archives(egs_dir):
-    n = int((egs_dir / "info" / "num_archives").read_text())
-    return [EgsArchive(egs_dir / f"egs.{k}.ark") for k in range(1, n + 1)]
 
 
 def check_egs(archive, feats, targets, left, right):
@@ -149,11 +111,35 @@ def test_same_seed_same_egs_other_seed_differs(tmp_path):
     assert EgsArchive(dirs[0] / "egs.1.ark").keys() != EgsArchive(dirs[2] / "egs.1.ark").keys()
 
 
+def dump_ranks(keys):
+    """Each eg's place in dump order (utterance by utterance, then by first frame), in ``keys``' order."""
+    dump = sorted(keys, key=lambda k: (k.rsplit("-", 1)[0], int(k.rsplit("-", 1)[1])))
+    rank = {k: i for i, k in enumerate(dump)}
+    return [rank[k] for k in keys]
+
+
 def test_archives_are_shuffled_across_utterances(tmp_path):
+    """Archive k is its egs in dump order permuted with seed k + srand (nnet3-shuffle-egs --srand):
+    in no archive that order, nor one near it or its reverse; the same for the same srand, another
+    for another srand."""
     _, egs_dir, _ = run_lib(tmp_path, n_utts=40)
     keys = archives(egs_dir)[0].keys()
     utts = [k.rsplit("-", 1)[0] for k in keys]
     assert utts != sorted(utts)
+    for archive in archives(egs_dir):
+        ranks = dump_ranks(archive.keys())
+        assert ranks != sorted(ranks) and ranks != sorted(ranks, reverse=True), archive.path
+    # One archive of 37 x 3 egs whatever the srand (40 utterances of 12 frames, 3 of them valid):
+    # only the shuffle tells two srands' archives apart.
+    data = write_data(tmp_path / "even", [12] * 40)
+    orders = {}
+    for name, srand in (("a", 0), ("b", 0), ("c", 5)):
+        (archive,) = archives(run_lib(tmp_path, data=data, name=name, srand=srand, samples_per_iter=1000)[1])
+        orders[name] = dump_ranks(archive.keys())
+        assert sorted(orders[name]) == list(range(111))
+        assert abs(np.corrcoef(orders[name], np.arange(111))[0, 1]) < 0.3, name   # unrelated to dump order
+    assert orders["a"] == orders["b"]
+    assert orders["a"] != orders["c"]
 
 
 def test_images_one_frame_utterances(tmp_path):
@@ -286,11 +272,6 @@ def test_program_writes_egs_dir_and_logs(tmp_path):
     assert not keys & {"utt004", "utt009"}
 
 
-def test_program_help_has_example():
-    r = subprocess.run(["nnet-get-egs", "--help"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "Example:" in r.stdout and "--frames-per-eg" in r.stdout
-
-
 def test_program_bad_inputs(tmp_path):
     _, _, fs, ts = write_data(tmp_path, lengths(30), num_classes=7)
     missing = error_line(nnet_get_egs(tmp_path, *CLI_SMALL, "scp:nope.scp", ts, "egs"))
@@ -318,19 +299,6 @@ def test_program_no_matching_features(tmp_path):
 
 
 # ---- CMVN ------------------------------------------------------------------------------------
-
-def write_cmvn(d, feats, num_speakers=3):
-    """utt2spk (utterance i -> speaker i % num_speakers) and per-speaker cmvn.scp, as Kaldi's
-    compute-cmvn-stats --spk2utt writes it."""
-    from nnet_tools.data import cmvn
-    from nnet_tools.data.tables import DoubleMatrixWriter
-    utt2spk = {u: f"spk{i % num_speakers}" for i, u in enumerate(sorted(feats))}
-    (d / "utt2spk").write_text("".join(f"{u} {s}\n" for u, s in utt2spk.items()))
-    with DoubleMatrixWriter(f"ark,scp:{d}/cmvn.ark,{d}/cmvn.scp") as w:
-        for spk in sorted(set(utt2spk.values())):
-            w.write(spk, cmvn.accumulate(cmvn.compute_cmvn_stats(feats[u]) for u in feats if utt2spk[u] == spk))
-    return utt2spk
-
 
 def speaker_normalised(feats, utt2spk, norm_vars=False):
     out = {}
@@ -365,15 +333,6 @@ def test_egs_hold_per_speaker_normalised_features(tmp_path):
             np.testing.assert_allclose(window, expect.numpy(), atol=1e-4)  # Kaldi applies in float
 
 
-def write_data_dir(d, lens):
-    """write_data plus DATA/targets.scp, the data dir steps/get_egs.sh reads."""
-    feats, targets, fs, ts = write_data(d, lens)
-    with IntVectorWriter(f"ark,scp:{d}/targets.ark,{d}/targets.scp") as w:
-        for u in sorted(targets):
-            w.write(u, targets[u])
-    return feats, targets
-
-
 def test_get_egs_sh_applies_cmvn_when_the_data_dir_has_it(tmp_path):
     d = tmp_path / "data"
     feats, targets = write_data_dir(d, lengths(30))
@@ -397,7 +356,7 @@ def test_get_egs_sh_applies_cmvn_when_the_data_dir_has_it(tmp_path):
 
 
 def test_compute_and_compute_prob_apply_the_same_cmvn(tmp_path, small_model):
-    from conftest import run
+    from helpers import run
     from nnet_tools.data import cmvn
     from nnet_tools.data.tables import read_matrices
     from nnet_tools.model import model_io

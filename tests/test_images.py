@@ -4,7 +4,7 @@ import gzip
 import numpy as np
 import pytest
 
-from conftest import REPO, run
+from helpers import REPO, run
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.data.images import read_idx

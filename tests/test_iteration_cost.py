@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))   # benchmark-only code: not part of the package
 import iteration_cost as cost  # noqa: E402

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, write_egs_dir
+from helpers import SMALL_CONFIG, write_egs_dir
 from nnet_tools.data import egs
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet

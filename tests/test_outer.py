@@ -3,18 +3,17 @@ optimizers, options; a recording launcher stands in for $cmd so every command ca
 import copy
 import os
 import re
-import shutil
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, write_egs_dir
+from helpers import SMALL_CONFIG, RecordingLauncher, drive, write_egs_dir
 from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
-from nnet_tools.model import config, model_io
+from nnet_tools.model import config
 from nnet_tools.model.nnet import Nnet
-from nnet_tools.driver import manifest, options, outer_loop, schedule
+from nnet_tools.driver import commands, manifest, options, outer_loop, resume, schedule
 from nnet_tools.train import combine, outer_optim
 from nnet_tools.driver.launcher import BACKGROUND_NICENESS, InProcessLauncher, Launcher, LaunchFailed
 
@@ -27,78 +26,8 @@ def test_select_best_on_iteration_zero_then_within_one_of_best():
 
 def test_iteration_zero_halves_minibatch_and_max_param_change():
     opts = options.TrainerOptions(minibatch_size="256,128", max_param_change=2.0)
-    assert outer_loop.iteration_settings(opts, 0) == ("128,64", pytest.approx(2.0 / 2 ** 0.5))
-    assert outer_loop.iteration_settings(opts, 1) == ("256,128", 2.0)
-
-
-class RecordingLauncher:
-    """Plays $cmd: writes train logs with given objectives and a (real, tiny) model file for every
-    output. ``fails(it, job, attempt)`` makes a training job fail (no model; returns the log text);
-    ``valid(it)`` gives the valid log-likelihood the background diagnostics log."""
-
-    def __init__(self, log_dir, objectives, fails=None, valid=None):
-        self.log_dir, self.objectives, self.commands = log_dir, objectives, []
-        self.fails, self.valid, self.attempts = fails or (lambda it, j, attempt: None), valid, {}
-        torch.manual_seed(0)
-        self.model = os.path.join(log_dir, "..", "tiny.mdl.src")
-        model_io.save(Nnet(config.normalize(config.yaml_load(SMALL_CONFIG))), self.model)
-
-    def run(self, log, command, jobs=None, launcher_opts=()):
-        self.commands.append((log, [str(c) for c in command]))
-        failed = False
-        for j in range(1, (jobs or 1) + 1):
-            argv = [str(c).replace("JOB", str(j)) for c in command]
-            if argv[0] == "nnet-train-one-job":
-                it, job = int(log.split(".")[1]), int(argv[-1].split(".")[-2])
-                attempt = self.attempts[it, job] = self.attempts.get((it, job), -1) + 1
-                failure = self.fails(it, job, attempt)
-                with open(os.path.join(self.log_dir, f"train.{it}.{job}.log"), "w") as f:
-                    f.write(failure if failure is not None else f"LOG (nnet-train-one-job[x]:f():job.py:1) Overall "
-                            f"average objective function for 'output' is {self.objectives(it, job)} over 100 frames.\n")
-                if failure is not None:
-                    failed = True
-                    continue
-            for out in [argv[-1]] + [a.split("=", 1)[1] for a in argv if a.startswith("--state-out=")]:
-                shutil.copyfile(self.model, out)
-        if failed:
-            raise LaunchFailed(os.path.join(self.log_dir, log))
-
-    def start(self, log, command, launcher_opts=()):
-        assert list(launcher_opts) == ["--num-threads", "1"]  # diagnostics never compete with the jobs' threads
-        self.commands.append((log, [str(c) for c in command]))
-        m = re.fullmatch(r"compute_prob_valid\.(\d+)\.log", log)
-        if m and self.valid:
-            with open(os.path.join(self.log_dir, log), "w") as f:
-                f.write(f"LOG (nnet-compute-prob[x]:f():d.py:1) Overall log-likelihood for 'output' is "
-                        f"{self.valid(int(m.group(1)))} per frame, over 300 frames.\n")
-
-    num_started = 0   # background commands run at once here
-
-    def wait(self, upto=None):
-        pass
-
-    def command(self, log):
-        return next(c for name, c in self.commands if name == log)
-
-
-@pytest.fixture
-def egs_info(tmp_path):
-    (tmp_path / "egs" / "info").mkdir(parents=True)
-    for key, value in dict(num_archives=8, frames_per_eg=1).items():
-        (tmp_path / "egs" / "info" / key).write_text(f"{value}\n")
-    (tmp_path / "egs" / "combine.egs").write_bytes(b"")   # the driver checks it is there; the recorder never reads it
-    return tmp_path / "egs"
-
-
-def drive(tmp_path, egs_dir, objectives, fails=None, valid=None, stage=None, launcher_cls=None, **changes):
-    settings = dict(num_epochs=3, jobs_initial=2, jobs_final=4, max_models_combine=3, preserve_interval=4)
-    opts = options.TrainerOptions(**{**settings, **changes})
-    os.makedirs(tmp_path / "exp" / "log", exist_ok=True)
-    launcher = (launcher_cls or RecordingLauncher)(str(tmp_path / "exp" / "log"), objectives, fails, valid)
-    (tmp_path / "model.yaml").write_text(SMALL_CONFIG)
-    loop = outer_loop.OuterLoop(opts, str(egs_dir), str(tmp_path / "exp"), launcher)
-    loop.run(stage=stage, config=str(tmp_path / "model.yaml"))
-    return loop, launcher
+    assert commands.iteration_settings(opts, 0) == ("128,64", pytest.approx(2.0 / 2 ** 0.5))
+    assert commands.iteration_settings(opts, 1) == ("256,128", 2.0)
 
 
 def test_driver_averages_exactly_the_accepted_jobs(tmp_path, egs_info, capsys):
@@ -240,7 +169,7 @@ def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
     (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
     launcher = InProcessLauncher(str(tmp_path / "log"))
     launcher.run("init.log", ["nnet-init", "--srand=1", tmp_path / "m.yaml", tmp_path / "0.mdl"])
-    launcher.run("train.0.JOB.log", outer_loop.job_command(options.TrainerOptions(minibatch_size="64"), 0, 2, 0.001, 0,
+    launcher.run("train.0.JOB.log", commands.job_command(options.TrainerOptions(minibatch_size="64"), 0, 2, 0.001, 0,
                                                       tmp_path / "0.mdl", tmp_path / "egs", tmp_path / "1.JOB.mdl"), jobs=2)
     log = (tmp_path / "log" / "train.0.2.log").read_text()
     assert log.startswith("# nnet-train-one-job --learning-rate=0.002 --minibatch-size=32")
@@ -332,7 +261,7 @@ def test_non_finite_jobs_are_retried_with_another_seed_then_diverge(tmp_path, eg
     real_run = RecordingLauncher.run
     monkeypatch.setattr(RecordingLauncher, "run", lambda self, log, command, jobs=None, launcher_opts=():
                         seen.append((log, [str(c) for c in command])) or real_run(self, log, command, jobs, launcher_opts))
-    with pytest.raises(outer_loop.Diverged, match="every job's objective went non-finite"):
+    with pytest.raises(resume.Diverged, match="every job's objective went non-finite"):
         drive(tmp_path, egs_info, lambda it, j: -1.0,
               fails=lambda it, j, attempt: "ERROR (nnet-train-one-job) objective is non-finite\n" if it == 2 else None)
     srands = [next(a for a in c if a.startswith("--srand=")) for log, c in seen if log == "train.2.1.log"]
@@ -341,9 +270,9 @@ def test_non_finite_jobs_are_retried_with_another_seed_then_diverge(tmp_path, eg
 
 def test_valid_log_likelihood_far_below_best_stops_as_diverged(tmp_path, egs_info):
     valid = {0: -2.0, 1: -1.0, 2: -0.8, 3: -5.4e13}
-    with pytest.raises(outer_loop.Diverged, match=r"valid log-likelihood -5.4e\+13 per frame at iteration 3; best -0.8 "):
+    with pytest.raises(resume.Diverged, match=r"valid log-likelihood -5.4e\+13 per frame at iteration 3; best -0.8 "):
         drive(tmp_path, egs_info, lambda it, j: -1.0, valid=lambda it: valid.get(it, -0.7))
-    with pytest.raises(outer_loop.Diverged, match="valid log-likelihood nan"):
+    with pytest.raises(resume.Diverged, match="valid log-likelihood nan"):
         drive(tmp_path / "b", egs_info, lambda it, j: -1.0, valid=lambda it: "nan" if it == 2 else -1.0)
 
 
@@ -359,11 +288,11 @@ def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_pat
     out = capsys.readouterr()
     assert "resuming at iteration 3" in out.out and "not resuming from" in out.err
     assert [name for name, _ in rec.commands if name.startswith("train.")][0] == "train.3.JOB.log"
-    with pytest.raises(outer_loop.Refused, match=r"manifest.json: this dir was started with other settings "
+    with pytest.raises(resume.Refused, match=r"manifest.json: this dir was started with other settings "
                                            r"\(num-epochs: 3 -> 4; srand: 0 -> 5\); run with --stage -1"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, num_epochs=4, srand=5)
     # Settings that shape the updates, not only the schedule, mixed two runs: a resume took them.
-    with pytest.raises(outer_loop.Refused, match=r"\(shuffle-buffer-size: 5000 -> 100\)"):
+    with pytest.raises(resume.Refused, match=r"\(shuffle-buffer-size: 5000 -> 100\)"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, shuffle_buffer_size=100)
     old = manifest.read(exp)   # a manifest an older version wrote did not record them: not compared
     manifest.write(exp, {k: v for k, v in old.items() if k != "shuffle-buffer-size"})
@@ -385,15 +314,15 @@ def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info,
               fails=lambda it, j, attempt: "killed\n" if it == 2 else None)
     assert ("removed 12 later models and outer states of an earlier run (0.mdl, 1.mdl, 2.mdl, ...)"
             in capsys.readouterr().out)  # 0..8.mdl, 9.3.mdl, final.mdl and accuracy.report
-    assert sorted(n for n in os.listdir(exp) if outer_loop.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
+    assert sorted(n for n in os.listdir(exp) if resume.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
     assert not (exp / "final.mdl").exists() and not (exp / "accuracy.report").exists()
     # The earlier run's logs of what was removed went with it: nnet-report showed its figures.
     logs = os.listdir(exp / "log")
-    assert not [n for n in logs if outer_loop.FINAL_LOG_RE.fullmatch(n)]
-    assert max(int(m["n"]) for n in logs if (m := outer_loop.ITER_LOG_RE.fullmatch(n))) == 2   # the new run's
+    assert not [n for n in logs if resume.FINAL_LOG_RE.fullmatch(n)]
+    assert max(int(m["n"]) for n in logs if (m := resume.ITER_LOG_RE.fullmatch(n))) == 2   # the new run's
     later = {n for n in ("train.2.1.log", "train.3.1.log", "select.3.log", "average.3.log", "average.4.log",
                          "compute_prob_valid.3.log", "compute_prob_valid.4.log", "progress.4.log")
-             if outer_loop._log_is_later(outer_loop.ITER_LOG_RE.fullmatch(n), 3)}
+             if resume.log_is_later(resume.ITER_LOG_RE.fullmatch(n), 3)}
     assert later == {"train.3.1.log", "select.3.log", "average.3.log", "average.4.log", "compute_prob_valid.4.log",
                      "progress.4.log"}
     _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
@@ -438,16 +367,16 @@ def test_a_stage_whose_models_cleanup_removed_fails_before_removing_anything(tmp
 
 
 def test_resume_command_drops_stage():
-    assert outer_loop.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
+    assert commands.resume_command(["steps/train_dnn.py", "--stage", "3", "--dir", "exp/a b"]) == \
         "steps/train_dnn.py --dir 'exp/a b'"
-    assert outer_loop.resume_command(["x.py", "--stage=-1", "--cmd", "nnet-queue local"]) == "x.py --cmd 'nnet-queue local'"
+    assert commands.resume_command(["x.py", "--stage=-1", "--cmd", "nnet-queue local"]) == "x.py --cmd 'nnet-queue local'"
     # train_partitioned.py's full model: its own stage and the outer loop's dropped, stage 3 added
-    assert outer_loop.resume_command(["p.py", "--train-stage=4", "--stage", "0", "c.yaml", "egs", "exp"],
+    assert commands.resume_command(["p.py", "--train-stage=4", "--stage", "0", "c.yaml", "egs", "exp"],
                                 drop=("--stage", "--train-stage"), add=("--stage", "3")) == "p.py --stage 3 c.yaml egs exp"
 
 
 def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchnorm(tmp_path, small_model):
-    from conftest import run
+    from helpers import run
     from nnet_tools.model import model_io
     _, start_path = small_model
     start = model_io.load(start_path)
@@ -475,16 +404,16 @@ def test_outer_step_program_applies_bmuf_to_parameters_and_keeps_averaged_batchn
 def test_job_command_carries_kaldis_training_options():
     opts = options.TrainerOptions(backstitch_scale=0.3, backstitch_interval=4, proportional_shrink=20.0,
                                   dropout_schedule="0,0@0.20,0.5@0.50,0", add_options=["--print-interval=5"])
-    argv = outer_loop.job_command(opts, 5, 4, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl", data_fraction=0.35)
+    argv = commands.job_command(opts, 5, 4, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl", data_fraction=0.35)
     assert "--l2-regularize-factor=0.25" in argv  # Kaldi: 1 / num_jobs
     assert "--backstitch-training-scale=0.3" in argv and "--backstitch-training-interval=4" in argv
     assert "--scale=0.92" in argv  # 1 - 20 x (0.001 x 4 jobs)
     assert "--edits=set-dropout-proportion name=* proportion=0.25" in argv  # halfway from 0@0.2 to 0.5@0.5
     assert argv[-4:] == ["--print-interval=5", "5.mdl", "egs", "6.JOB.mdl"]
-    plain = outer_loop.job_command(options.TrainerOptions(), 5, 1, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl")
+    plain = commands.job_command(options.TrainerOptions(), 5, 1, 0.001, 10, "5.mdl", "egs", "6.JOB.mdl")
     assert not any(a.startswith(("--scale", "--edits", "--backstitch")) for a in plain)
     with pytest.raises(NnetError, match="proportional-shrink=200.0 is too large"):
-        outer_loop.job_command(options.TrainerOptions(proportional_shrink=200.0), 5, 4, 0.001, 10, "a", "b", "c")
+        commands.job_command(options.TrainerOptions(proportional_shrink=200.0), 5, 4, 0.001, 10, "a", "b", "c")
 
 
 def test_presoftmax_prior_scale_is_computed_from_the_egs_at_init(tmp_path):

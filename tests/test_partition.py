@@ -5,7 +5,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, error_line, run, write_egs_dir
+from helpers import REPO, error_line, run, write_egs_dir
 from nnet_tools.model import config, model_io, partition
 from nnet_tools.driver import manifest
 from nnet_tools.errors import NnetError

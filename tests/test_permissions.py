@@ -11,9 +11,7 @@ from nnet_tools.cli.common import program
 from nnet_tools.data import get_egs as ge
 from nnet_tools.errors import NnetError
 from nnet_tools.driver import options, outer_loop
-from test_egs_scale import split_scp
-from test_get_egs import SMALL, lengths, run_lib, write_data
-from test_outer import RecordingLauncher, drive, egs_info  # noqa: F401 (a fixture)
+from helpers import SMALL, RecordingLauncher, drive, lengths, run_lib, split_scp, write_data
 
 
 def deny(monkeypatch, *paths):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import error_line, run
+from helpers import error_line, run
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io, priors
@@ -201,7 +201,7 @@ def test_priors_stay_with_the_model_through_training_averaging_and_combination(s
     """As Kaldi's driver puts each new raw nnet into the previous .mdl (nnet3-am-copy --set-raw-nnet),
     a model's priors survive every program that makes a model from it; they were dropped, so a model
     fine-tuned from an adjusted final.mdl decoded without dividing by its priors."""
-    from conftest import write_egs_dir
+    from helpers import write_egs_dir
     write_egs_dir(tmp_path / "egs")
     _, plain = small_model
     p = np.array([0.1, 0.2, 0.3, 0.4])

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import error_line, run, write_egs_dir
+from helpers import REPO, error_line, run, write_egs_dir
 from nnet_tools.data import tables
 
 
@@ -103,14 +103,27 @@ def test_compute_writes_log_posteriors(small_model, data, tmp_path):
 
 
 def test_help_has_an_example():
-    """Every installed program, in this process (a process each would cost a second apiece)."""
+    """Every program of pyproject.toml's [project.scripts], each installed as it says: its --help
+    (in this process; a process each would cost a second apiece) exits 0, shows its usage line and
+    an Example(s) section with a line that runs the program. nnet-get-egs's also as a process."""
+    import importlib
+    import re
+    import subprocess
+    import tomllib
     from importlib.metadata import entry_points
     from click.testing import CliRunner
-    programs = [e for e in entry_points(group="console_scripts") if e.value.startswith("nnet_tools.cli.")]
-    assert len(programs) >= 31
-    for e in programs:
-        r = CliRunner().invoke(e.load(), ["--help"], prog_name=e.name)
-        assert r.exit_code == 0 and "xample" in r.output and f"Usage: {e.name} " in r.output, (e.name, r.output)
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert len(scripts) >= 31
+    installed = {e.name: e.value for e in entry_points(group="console_scripts") if e.value.startswith("nnet_tools.cli.")}
+    assert installed == scripts, "the installed programs are not pyproject.toml's: pip install -e ."
+    for name, target in scripts.items():
+        module, function = target.split(":")
+        r = CliRunner().invoke(getattr(importlib.import_module(module), function), ["--help"], prog_name=name)
+        assert r.exit_code == 0 and f"Usage: {name} " in r.output, (name, r.output)
+        section = re.search(r"^ *Examples?\b.*:\n((?: {4,}\S.*\n)+)", r.output, re.M)   # up to a blank line
+        assert section and re.search(rf"^ *{re.escape(name)} \S", section[1], re.M), (name, r.output)
+    r = subprocess.run(["nnet-get-egs", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Example:" in r.stdout and "--frames-per-eg" in r.stdout
 
 
 def test_usage_errors_exit_1_as_kaldi_programs_do():

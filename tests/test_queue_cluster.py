@@ -4,7 +4,6 @@ Without a reachable engine these tests skip, saying why; under CI (CI=true) they
 instead, since CI starts both engines (with FAKE_GPUS=2) before the tests. The wrapper script
 and the engines' status parsers are also tested without any engine.
 """
-import functools
 import os
 import re
 import shutil
@@ -15,8 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import error_line
-from test_recipe_digits import copy_recipe
+from helpers import copy_recipe, error_line, queued_jobs, require, wait_for
 
 from nnet_tools.queue import BACKENDS, parse_args, sge, slurm, wrapper
 
@@ -25,20 +23,6 @@ FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
                     r"# Ended \(code (\d+)(?:; signal (\d+))?\) at .+, elapsed time \d+ seconds\n$")
 
 ENGINES = ("slurm", "sge")
-
-
-@functools.cache
-def unreachable(engine):
-    why = BACKENDS[engine].unreachable()
-    return why and f"{why}; start it with: sudo tests/cluster/start-{engine}.sh"
-
-
-def require(engine):
-    why = unreachable(engine)
-    if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
 
 
 @pytest.fixture(params=[pytest.param(e, marks=pytest.mark.cluster) for e in ENGINES])
@@ -59,23 +43,6 @@ def read_log(path):
     assert head and foot, text
     return (head.group(1), text[head.end():foot.start()], int(foot.group(2)), int(foot.group(1)),
             foot.group(3) and int(foot.group(3)))
-
-
-def queued_jobs(engine, name):
-    """Ids of the jobs named ``name`` that still have tasks queued or running."""
-    if engine == "slurm":
-        out = subprocess.run(["squeue", "--noheader", f"--name={name}", "--format=%F"],
-                             capture_output=True, text=True, check=True).stdout
-        return set(out.split())
-    r = subprocess.run(["qstat", "-j", name], capture_output=True, text=True)
-    return set(re.findall(r"^job_number:\s+(\d+)", r.stdout, re.MULTILINE)) if r.returncode == 0 else set()
-
-
-def wait_for(condition, seconds=60):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.1)
 
 
 # --- against the engines ------------------------------------------------------------------
@@ -126,7 +93,7 @@ def test_sigterm_cancels_every_task(engine, tmp_path):
                              "sleep", "300", "&", "echo", "$!", ">", "pid.JOB", ";", "wait"],
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: all((tmp_path / f"pid.{t}").exists() and (tmp_path / f"pid.{t}").read_text().strip()
-                         for t in (1, 2)))
+                         for t in (1, 2)), timeout=60)
     sleeps = [int((tmp_path / f"pid.{t}").read_text()) for t in (1, 2)]
     assert queued_jobs(engine, name)
     proc.send_signal(signal.SIGTERM)
@@ -134,7 +101,7 @@ def test_sigterm_cancels_every_task(engine, tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM
     assert "caught signal 15, stopped all tasks" in stderr
     assert queued_jobs(engine, name) == set()                      # nothing left in the queue
-    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in sleeps))
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in sleeps), timeout=60)
     for task in (1, 2):     # the stopped tasks' logs are closed as the local backend does
         assert read_log(tmp_path / f"log/c{os.getpid()}.{task}.log")[4] == signal.SIGTERM
     assert not (tmp_path / f"log/c{os.getpid()}.3.log").exists()    # never started
@@ -195,7 +162,7 @@ def test_task_killed_outside_fails_with_engine_status(engine, tmp_path):
     proc = subprocess.Popen(["nnet-queue", engine, "--lost-grace", "20", "JOB=1:2", "log/k.JOB.log", "bash", "-c",
                              "[ JOB = 1 ] || { touch started; sleep 300; }"],
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: (tmp_path / "started").exists())
+    wait_for(lambda: (tmp_path / "started").exists(), timeout=60)
     (job,) = queued_jobs(engine, "k.log")
     subprocess.run(["scancel", f"{job}_2"] if engine == "slurm" else ["qdel", job, "-t", "2"], check=True,
                    capture_output=True)
@@ -222,7 +189,7 @@ def test_ctrl_c_during_submission_leaves_no_job(engine, tmp_path):
         proc = subprocess.Popen(["nnet-queue", engine, "--config", "held.conf", "JOB=1:2",
                                  f"log/{names[-1].replace('.log', '.JOB.log')}", "sleep", "60"],
                                 cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        wait_for(lambda: (tmp_path / f"log/q/{names[-1][:-4]}.sh").exists())
+        wait_for(lambda: (tmp_path / f"log/q/{names[-1][:-4]}.sh").exists(), timeout=60)
         time.sleep(delay)
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
@@ -247,7 +214,7 @@ def test_a_job_whose_id_the_submission_lost_is_found(engine, tmp_path, error):
         assert r.returncode == 0, r.stderr
     else:
         assert f"{engine}: submitting log/f.*.log failed: something unexpected" in error_line(r)
-    wait_for(lambda: queued_jobs(engine, "f.log") == set())
+    wait_for(lambda: queued_jobs(engine, "f.log") == set(), timeout=60, interval=0.1)
     # Ran once each (not submitted twice), or not at all (cancelled).
     ran = (tmp_path / "ran").read_text().split() if (tmp_path / "ran").exists() else []
     assert sorted(ran) == (["1", "2"] if error.startswith("Socket") else [])
@@ -261,7 +228,7 @@ def test_max_wait_fails_a_task_that_never_ends(engine, tmp_path):
     text = (tmp_path / "log/w.2.log").read_text()
     assert re.search(r"# nnet-queue: .* task \d+\.2 not finished after 3 s \(--max-wait\): cancelled", text), text
     assert read_log(tmp_path / "log/w.2.log")[2] == 1
-    wait_for(lambda: queued_jobs(engine, "w.log") == set())
+    wait_for(lambda: queued_jobs(engine, "w.log") == set(), timeout=60, interval=0.1)
 
 
 @pytest.mark.cluster
@@ -388,7 +355,8 @@ def test_wrapper_takes_free_gpus_when_the_engine_names_none(tmp_path, monkeypatc
     path = f"{tmp_path}/bin:/usr/bin:/bin"
     held = subprocess.Popen(["flock", "/tmp/nnet-queue.gpu0.lock", "sleep", "30"])   # GPU 0 is busy
     try:
-        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu0.lock", "true"]).returncode != 0)
+        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu0.lock", "true"]).returncode != 0,
+                 timeout=60)
         args = ["--gpu", "2", "log/g.log", "echo", "$CUDA_VISIBLE_DEVICES"]
         run_wrapper(tmp_path, args, task=1, environ={"PATH": path})
         assert read_log(tmp_path / "log/g.log")[1] == "1,2\n"
@@ -531,7 +499,8 @@ def test_wrapper_fails_clearly_without_gpus_to_take(tmp_path, monkeypatch):
     (tmp_path / "bin/nvidia-smi").chmod(stat.S_IRWXU)
     held = subprocess.Popen(["flock", "/tmp/nnet-queue.gpu7.lock", "sleep", "30"])
     try:
-        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu7.lock", "true"]).returncode != 0)
+        wait_for(lambda: subprocess.run(["flock", "-n", "/tmp/nnet-queue.gpu7.lock", "true"]).returncode != 0,
+                 timeout=60)
         run_wrapper(tmp_path, args, task=1, environ={"PATH": f"{tmp_path}/bin:/usr/bin:/bin"})
         _, body, code, _, _ = read_log(tmp_path / "log/g.log")
         assert code == 1 and re.fullmatch(r"nnet-queue: --gpu 1: only 0 GPU\(s\) of \S+ free \(the others are held "
@@ -551,7 +520,7 @@ def test_a_stray_task_never_writes_into_a_newer_runs_log(tmp_path, monkeypatch):
     os.makedirs(files.qdir)
     (tmp_path / "w.sh").write_text(wrapper.script_text(spec, files, "SLURM_ARRAY_TASK_ID", [1]))
     old = subprocess.Popen(["bash", "w.sh"], env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "1"})
-    wait_for(lambda: (tmp_path / "started").exists())
+    wait_for(lambda: (tmp_path / "started").exists(), timeout=60)
     from nnet_tools.queue import tasklog
     tasklog.write_header("log/a.log", "the new run")
     (tmp_path / "go").touch()

@@ -9,7 +9,7 @@ import pytest
 
 from nnet_tools.errors import NnetError
 from nnet_tools.queue import config, parse_args, quote_command, tasklog
-from conftest import error_line, gone, wait_for
+from helpers import error_line, gone, wait_for
 
 HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
 FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"

@@ -4,18 +4,7 @@ import re
 import signal
 import subprocess
 
-from conftest import REPO, run, wait_for
-
-RECIPE = REPO / "recipes" / "digits"
-
-
-def copy_recipe(dest):
-    """A working copy of the recipe: its files linked, steps/ pointing at the repo's."""
-    dest.mkdir()
-    for name in ("run.sh", "cmd.sh", "path.sh", "local", "conf"):
-        (dest / name).symlink_to(RECIPE / name)
-    (dest / "steps").symlink_to(REPO / "steps")
-    return dest
+from helpers import DIGITS_RECIPE as RECIPE, copy_recipe, run, wait_for
 
 
 def test_digits_recipe_reaches_test_accuracy(tmp_path):
@@ -51,7 +40,7 @@ def test_ctrl_c_while_a_local_script_imports_ends_it_quietly(tmp_path):
     p = subprocess.Popen(["python3", RECIPE / "local" / "prepare_data.py", tmp_path / "data"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    wait_for(lambda: importing(p.pid), seconds=60)
+    wait_for(lambda: importing(p.pid), timeout=60)
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert "Traceback" not in err and p.returncode in (-signal.SIGINT, 130), (p.returncode, err)

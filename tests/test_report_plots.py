@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import error_line, run
+from helpers import error_line, run
 from nnet_tools.errors import NnetError
 from nnet_tools.report import logparse
 

@@ -12,10 +12,14 @@ import pytest
 
 pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip install -e '.[speech]')")
 
-from conftest import error_line, mono_model, run  # noqa: E402
+from helpers import error_line, mono_model, run  # noqa: E402
 from nnet_tools.data import tables  # noqa: E402
 from nnet_tools.errors import NnetError  # noqa: E402
-from nnet_tools.speech import decode, features, gmm, graph, lang, transcripts  # noqa: E402
+from nnet_tools.speech.corpus import transcripts  # noqa: E402
+from nnet_tools.speech.features import extract  # noqa: E402
+from nnet_tools.speech.lang import fstio, langdir, lexicon  # noqa: E402
+from nnet_tools.speech.models import align, estimate, gmm, likelihoods  # noqa: E402
+from nnet_tools.speech.search import decode, graph  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +35,8 @@ def setup(tmp_path_factory):
 def test_a_graph_with_transition_ids_beyond_the_model_is_refused(setup):
     """The decoder would read scores past the end of its matrix: wrong words, exit 0."""
     d, models = setup
-    hclg = graph.make_hclg(lang.load(str(d / "lang")), models["lang"], lang.read_fst(str(d / "lang/L_disambig.fst")),
-                           lang.read_fst(str(d / "lang/G.fst")))
+    hclg = graph.make_hclg(langdir.load(str(d / "lang")), models["lang"], fstio.read_fst(str(d / "lang/L_disambig.fst")),
+                           fstio.read_fst(str(d / "lang/G.fst")))
     decode.Decoder(hclg, models["lang"].tid2pdf())
     with pytest.raises(NnetError, match=r"the graph has transition-id \d+, the model only \d+"):
         decode.Decoder(hclg, models["small"].tid2pdf())
@@ -43,9 +47,9 @@ def test_a_graph_with_transition_ids_beyond_the_model_is_refused(setup):
 def test_model_and_lang_from_different_lexicons(setup):
     d, models = setup
     with pytest.raises(NnetError, match="the model's 20 phones are not the lang's 6"):
-        models["lang"].check_lang(lang.load(str(d / "small")), "m with small")
+        models["lang"].check_lang(langdir.load(str(d / "small")), "m with small")
     with pytest.raises(NnetError, match="come from different lexicons"):
-        gmm.GraphCompiler(models["small"], lang.load(str(d / "lang")), lang.read_fst(str(d / "lang/L.fst")))
+        align.GraphCompiler(models["small"], langdir.load(str(d / "lang")), fstio.read_fst(str(d / "lang/L.fst")))
 
 
 def test_a_word_that_l_fst_does_not_pronounce_is_skipped(setup, tmp_path):
@@ -55,7 +59,7 @@ def test_a_word_that_l_fst_does_not_pronounce_is_skipped(setup, tmp_path):
     subprocess.run(["cp", "-r", str(d / "small"), str(small)], check=True)
     with open(small / "words.txt", "a") as f:
         f.write("<unk> 99\n")
-    compiler = gmm.GraphCompiler(models["small"], lang.load(str(small)), lang.read_fst(str(small / "L.fst")))
+    compiler = align.GraphCompiler(models["small"], langdir.load(str(small)), fstio.read_fst(str(small / "L.fst")))
     assert compiler.compile(["one", "two"], "text: utt 'a'") is not None
     with pytest.raises(NnetError, match="text: utt 'b': the transcript has no path through L.fst"):
         compiler.compile(["one", "<unk>"], "text: utt 'b'")
@@ -64,9 +68,9 @@ def test_a_word_that_l_fst_does_not_pronounce_is_skipped(setup, tmp_path):
 @pytest.mark.parametrize("beam, retry_beam", [(10, 5), (10, 10), (10, math.inf)])
 def test_retry_beam_is_zero_or_above_the_beam(setup, beam, retry_beam):
     d, models = setup
-    gmm.Aligner(models["lang"], beam=10, retry_beam=0)  # Kaldi's default: no retry
+    align.Aligner(models["lang"], beam=10, retry_beam=0)  # Kaldi's default: no retry
     with pytest.raises(NnetError, match=f"--retry-beam must be 0 .* above --beam {beam}, got {retry_beam}"):
-        gmm.Aligner(models["lang"], beam=beam, retry_beam=retry_beam)
+        align.Aligner(models["lang"], beam=beam, retry_beam=retry_beam)
 
 
 def test_a_gmm_no_program_could_use_is_not_written_and_likelihoods_are_never_nan(setup, tmp_path):
@@ -76,7 +80,7 @@ def test_a_gmm_no_program_could_use_is_not_written_and_likelihoods_are_never_nan
     m = gmm.load(str(d / "0.mdl"))
     m.am.set_gaussian_mean(0, 0, np.full(m.dim, 1e20, np.float32))
     m.am.compute_gconsts()
-    likes = gmm.compute_likes(m, np.zeros((2, m.dim), np.float32))
+    likes = likelihoods.compute_likes(m, np.zeros((2, m.dim), np.float32))
     assert np.isneginf(likes[:, 0]).all() and np.isfinite(likes[:, 1:]).all()
     m.am.set_gaussian_mean(0, 0, np.full(m.dim, np.inf, np.float32))
     with pytest.raises(NnetError, match="x.mdl: not written: the GMM's means are not finite"):
@@ -92,7 +96,7 @@ def test_alignments_and_accumulators_from_another_model(setup):
         with pytest.raises(NnetError, match=rf"ali: transition-id {bad} out of range \[1, {num_tids}\]"):
             gmm.check_tids([1, bad], num_tids, "ali")
     with pytest.raises(NnetError, match=r"acc: accumulators for \d+ Gaussians .* but the model has"):
-        gmm.Stats(models["small"]).check_model(models["lang"], "acc")
+        estimate.Stats(models["small"]).check_model(models["lang"], "acc")
 
 
 def test_a_model_file_edited_or_not_a_model(setup, tmp_path):
@@ -134,7 +138,7 @@ def test_features_that_are_empty_nan_or_of_another_dim():
     ("--low-freq=9000", "bad mfcc options: Bad values in options: low-freq 9000")])
 def test_feature_options_out_of_range(option, message):
     with pytest.raises(NnetError, match=message):
-        features.make_options("mfcc", overrides=[option])
+        extract.make_options("mfcc", overrides=[option])
 
 
 def test_a_lexicon_that_would_make_a_corrupt_lang_dir(tmp_path):
@@ -143,26 +147,26 @@ def test_a_lexicon_that_would_make_a_corrupt_lang_dir(tmp_path):
                                 ("sil", "!SIL SIL\n", "no phone but the silence phone")):
         (tmp_path / f"{name}.txt").write_text(text)
         with pytest.raises(NnetError, match=message):
-            lang.prepare(str(tmp_path / f"{name}.txt"), str(tmp_path / name))
+            langdir.prepare(str(tmp_path / f"{name}.txt"), str(tmp_path / name))
     for name, text, message in (("p", "!SIL 1.0 SIL\none 0.5 W AH N\n", "'1.0' is a probability, as in lexiconp.txt"),
                                 ("dup", "!SIL SIL\none W AH N\none W AH N\n", "dup.txt:3: the same line as line 2")):
         (tmp_path / f"{name}.txt").write_text(text)
         with pytest.raises(NnetError, match=message):
-            lang.read_lexicon(str(tmp_path / f"{name}.txt"))
+            lexicon.read_lexicon(str(tmp_path / f"{name}.txt"))
         os.remove(tmp_path / f"{name}.txt")
     (tmp_path / "ok.txt").write_text("!SIL SIL\none W AH N\n")
     with pytest.raises(NnetError, match=r"--sil-prob must be in \(0, 1\)"):
-        lang.prepare(str(tmp_path / "ok.txt"), str(tmp_path / "lang"), sil_prob=1.5)
+        langdir.prepare(str(tmp_path / "ok.txt"), str(tmp_path / "lang"), sil_prob=1.5)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eps.txt", "hash.txt", "ok.txt", "sil.txt"]  # nothing written
     with pytest.raises(NnetError, match="'#0' is a reserved symbol, not a word"):
-        lang.build(lang.read_lexicon(str(tmp_path / "ok.txt"))).word_ids(["one", "#0"], "text: utt 'u'")
+        langdir.build(lexicon.read_lexicon(str(tmp_path / "ok.txt"))).word_ids(["one", "#0"], "text: utt 'u'")
 
 
 def test_a_word_pronounced_only_by_a_silence_phone_is_kept_as_kaldi_keeps_it(tmp_path):
     """Kaldi's own lexicons have them ('!SIL SIL', '<UNK> SPN' in wsj_prepare_dict.sh) and
     validate_dict_dir.pl has no check against them: not an error here either."""
     (tmp_path / "lexicon.txt").write_text("!SIL SIL\n<SIL> SIL\none W AH N\n")
-    made = lang.prepare(str(tmp_path / "lexicon.txt"), str(tmp_path / "lang"))
+    made = langdir.prepare(str(tmp_path / "lexicon.txt"), str(tmp_path / "lang"))
     assert "<SIL>" in made.words and (tmp_path / "lang" / "L.fst").is_file()
 
 
@@ -192,7 +196,7 @@ def test_a_truncated_wav_is_used_as_far_as_it_goes_with_kaldis_warning(tmp_path)
     assert warnings[0].endswith(f"wav.scp: utt 'cut': {tmp_path}/cut.wav: Expected 3200 bytes of wave data, "
                                 f"but read only 2199 bytes. Truncated file?")
     assert f"utt 'empty': cannot read wav {tmp_path}/empty.wav: WaveData: empty file (no data); skipping it" in warnings[1]
-    assert np.array_equal(features.read_wav(str(tmp_path / "cut.wav"), "u")[1], SAMPLES[:1099])
+    assert np.array_equal(extract.read_wav(str(tmp_path / "cut.wav"), "u")[1], SAMPLES[:1099])
     assert "WaveData: expected RIFF or RIFX" in warnings[2]
     feats = dict(tables.read_matrices(f"ark:{tmp_path}/feats.ark"))
     assert {u: len(f) for u, f in feats.items()} == {"good": 8, "cut": 5}
@@ -214,17 +218,17 @@ def test_wav_scp_commands_channels_and_the_programs_own_options(tmp_path):
     feats = dict(tables.read_matrices(f"ark:{tmp_path}/f.ark"))
     np.testing.assert_array_equal(feats["cmd"], feats["st"])          # channel 0 is a.wav's samples
     np.testing.assert_allclose(feats["cmd"].mean(0), 0, atol=1e-4)    # --subtract-mean
-    opts, wave_opts = features.make_options("mfcc", overrides=["--dither=0", "--channel=1", "--min-duration=0.2"])
+    opts, wave_opts = extract.make_options("mfcc", overrides=["--dither=0", "--channel=1", "--min-duration=0.2"])
     assert (wave_opts.channel, wave_opts.min_duration) == (1, 0.2)
-    rate, right = features.read_wav(str(tmp_path / "st.wav"), "u", channel=1)
+    rate, right = extract.read_wav(str(tmp_path / "st.wav"), "u", channel=1)
     np.testing.assert_array_equal(right, SAMPLES[::-1])
-    assert features.read_wav(str(tmp_path / "st.wav"), "u", channel=2)[1] is None
-    assert features.utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u") is None  # 0.1 s < 0.2 s
-    opts, wave_opts = features.make_options("mfcc", overrides=["--allow-downsample=true", "--sample-frequency=8000"])
+    assert extract.read_wav(str(tmp_path / "st.wav"), "u", channel=2)[1] is None
+    assert extract.utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u") is None  # 0.1 s < 0.2 s
+    opts, wave_opts = extract.make_options("mfcc", overrides=["--allow-downsample=true", "--sample-frequency=8000"])
     with pytest.raises(NnetError, match="resampling is not supported"):
-        features.utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u")
+        extract.utterance_features(opts, wave_opts, str(tmp_path / "a.wav"), "u")
     with pytest.raises(NnetError, match="--vtln-warp=0.9 is not supported, only 1.0"):
-        features.make_options("mfcc", overrides=["--vtln-warp=0.9"])
+        extract.make_options("mfcc", overrides=["--vtln-warp=0.9"])
 
 
 def test_an_utterance_twice_in_wav_scp_is_refused_before_anything_is_written(tmp_path):

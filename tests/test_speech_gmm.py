@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip install -e '.[speech]')")
 
-from conftest import REPO, error_line, mono_model, run  # noqa: E402
+from helpers import REPO, error_line, mono_model, run  # noqa: E402
 from nnet_tools.data import tables  # noqa: E402
-from nnet_tools.speech import gmm  # noqa: E402
+from nnet_tools.speech.models import estimate, gmm, likelihoods  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def test_model_file_round_trip(setup):
     d, model = setup
     back = gmm.load(str(d / "0.mdl"))
     x = np.random.default_rng(1).normal(size=(7, 6)).astype(np.float32)
-    np.testing.assert_allclose(gmm.compute_likes(back, x), gmm.compute_likes(model, x), rtol=1e-5)
+    np.testing.assert_allclose(likelihoods.compute_likes(back, x), likelihoods.compute_likes(model, x), rtol=1e-5)
     assert back.tm.__getstate__()[6] == pytest.approx(model.tm.__getstate__()[6])
     np.testing.assert_array_equal(gmm.load_tid2pdf(str(d / "0.mdl")), model.tid2pdf())
 
@@ -48,13 +48,13 @@ def test_estimate_is_maximum_likelihood(setup):
     for _ in range(2):
         feats = (rng.normal(size=(400, 6)) * [1, 2, 3, 1, 2, 3] + 5).astype(np.float32)
         ali = rng.choice(tids, size=400, p=[0.7, 0.3] if len(tids) == 2 else None)
-        s = gmm.Stats(model)
-        gmm.accumulate(model, s, [(feats, ali)])
+        s = estimate.Stats(model)
+        estimate.accumulate(model, s, [(feats, ali)])
         parts.append((s, feats, ali))
     total = parts[0][0]
     total.add(parts[1][0])
     x = np.concatenate([p[1] for p in parts]).astype(np.float64)
-    gmm.estimate(model, total, min_gaussian_occupancy=3)
+    estimate.estimate(model, total, min_gaussian_occupancy=3)
     g = model.am.get_pdf(0)
     np.testing.assert_allclose(g.means[0], x.mean(0), rtol=1e-4)
     np.testing.assert_allclose(g.vars[0], x.var(0), rtol=1e-3)
@@ -72,9 +72,9 @@ def test_trained_transition_probs_survive_save_and_load(setup, tmp_path):
     tids = [t for t in range(1, model.tm.num_transition_ids + 1) if model.tm.transition_id_to_pdf(t) == 0]
     rng = np.random.default_rng(4)
     feats = rng.normal(size=(300, 6)).astype(np.float32)
-    stats = gmm.Stats(model)
-    gmm.accumulate(model, stats, [(feats, rng.choice(tids, size=300, p=[0.9, 0.1] if len(tids) == 2 else None))])
-    gmm.estimate(model, stats, min_gaussian_occupancy=3)
+    stats = estimate.Stats(model)
+    estimate.accumulate(model, stats, [(feats, rng.choice(tids, size=300, p=[0.9, 0.1] if len(tids) == 2 else None))])
+    estimate.estimate(model, stats, min_gaussian_occupancy=3)
     trained = model.tm.__getstate__()[6]
     assert max(abs(a - b) for a, b in zip(trained, initial)) > 0.05
     gmm.save(model, str(tmp_path / "1.mdl"))
@@ -105,7 +105,7 @@ def test_align_counts_failures(setup, tmp_path):
 
 
 def test_missing_wav_is_counted(tmp_path):
-    from nnet_tools.speech import synth
+    from nnet_tools.speech.corpus import synth
     samples = (np.sin(np.arange(8000) / 5) * 3000).astype(np.int16)
     synth.write_wav(str(tmp_path / "a.wav"), samples)
     (tmp_path / "wav.scp").write_text(f"a {tmp_path}/a.wav\nb {tmp_path}/missing.wav\n")
@@ -118,7 +118,8 @@ def test_missing_wav_is_counted(tmp_path):
 
 def test_import_order_kaldifst_after_kaldi_hmm_gmm():
     """Every speech module that needs both imports kaldi_hmm_gmm first (the other order hangs)."""
-    code = "import nnet_tools.speech.graph, nnet_tools.speech.decode, nnet_tools.speech.gmm; print('ok')"
+    code = ("import nnet_tools.speech.search.graph, nnet_tools.speech.search.decode, nnet_tools.speech.models.align; "
+            "print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert r.stdout.strip() == "ok", r.stderr
 
@@ -134,7 +135,7 @@ def test_mix_up_is_reproducible_and_splits_apart(setup):
     models = []
     for _ in range(2):
         m = gmm.load(str(d / "0.mdl"))
-        gmm.estimate(m, stats, mix_up=150, min_gaussian_occupancy=3, min_count=5, srand=7)
+        estimate.estimate(m, stats, mix_up=150, min_gaussian_occupancy=3, min_count=5, srand=7)
         models.append(m)
     assert gmm.num_gauss(models[0]) > ref.num_pdfs
     for p in range(ref.num_pdfs):
@@ -150,7 +151,7 @@ def test_estimate_logs_the_counts_kaldis_gmm_dir_info_reads(setup):
     rng = np.random.default_rng(5)
     model = gmm.load(str(d / "0.mdl"))
     tids = np.arange(1, model.tm.num_transition_ids + 1)
-    gmm.estimate(model, stats_of(model, rng.normal(size=(3000, 6)).astype(np.float32), tids, rng), mix_up=150,
+    estimate.estimate(model, stats_of(model, rng.normal(size=(3000, 6)).astype(np.float32), tids, rng), mix_up=150,
                  min_gaussian_occupancy=3, min_count=5)
     # Two dims all but constant (variance 1e-6 < Kaldi's floor 0.001), and so few frames that
     # some Gaussians fall under --min-gaussian-occupancy and are removed.
@@ -162,7 +163,7 @@ def test_estimate_logs_the_counts_kaldis_gmm_dir_info_reads(setup):
 
     class Log:
         info = staticmethod(lines.append)
-    gmm.estimate(model, stats, min_gaussian_occupancy=8, log=Log)
+    estimate.estimate(model, stats, min_gaussian_occupancy=8, log=Log)
     removed = int(re.search(r"^Removed (\d+) Gaussians due to counts < --min-gaussian-occupancy=8 and "
                             r"--remove-low-count-gaussians=true$", "\n".join(lines), re.M)[1])
     assert removed > 0 and gmm.num_gauss(model) == before - removed
@@ -174,7 +175,7 @@ def test_estimate_logs_the_counts_kaldis_gmm_dir_info_reads(setup):
     assert f"{floored.sum()} variance elements floored in {floored.any(1).sum()} Gaussians, out of " \
            f"{before - removed}" in lines
     del lines[:]
-    gmm.estimate(model, stats_of(model, feats, tids, rng), mix_up=before, min_count=5, log=Log)
+    estimate.estimate(model, stats_of(model, feats, tids, rng), mix_up=before, min_count=5, log=Log)
     updated = int(re.search(r"Gaussians, out of (\d+)$", lines[1])[1])   # after this update's removals
     assert lines[-1] == (f"Split {model.num_pdfs} states with target = {before}, power = 0.2, perturb_factor = "
                          f"0.01 and min_count = 5, split #Gauss from {updated} to {gmm.num_gauss(model)}")
@@ -182,6 +183,6 @@ def test_estimate_logs_the_counts_kaldis_gmm_dir_info_reads(setup):
 
 
 def stats_of(model, feats, tids, rng):
-    stats = gmm.Stats(model)
-    gmm.accumulate(model, stats, [(feats, rng.choice(tids, len(feats)))])
+    stats = estimate.Stats(model)
+    estimate.accumulate(model, stats, [(feats, rng.choice(tids, len(feats)))])
     return stats

@@ -9,9 +9,9 @@ pytest.importorskip("kaldi_hmm_gmm", reason="speech extra not installed (pip ins
 import kaldi_hmm_gmm as khg  # noqa: E402  (first: see nnet_tools/speech/__init__.py)
 import kaldifst  # noqa: E402
 
-from conftest import REPO, error_line, run  # noqa: E402
+from helpers import REPO, error_line, run  # noqa: E402
 from nnet_tools.errors import NnetError  # noqa: E402
-from nnet_tools.speech import lang  # noqa: E402
+from nnet_tools.speech.lang import fstio, langdir, lexicon  # noqa: E402
 
 LEXICON = REPO / "recipes" / "spoken_digits" / "local" / "dict" / "lexicon.txt"
 
@@ -19,7 +19,7 @@ LEXICON = REPO / "recipes" / "spoken_digits" / "local" / "dict" / "lexicon.txt"
 def test_add_lex_disambig_homophones_and_prefixes():
     lex = [("red", ["R", "EH", "D"]), ("read", ["R", "EH", "D"]), ("a", ["AH"]), ("about", ["AH", "B", "AW", "T"]),
            ("cat", ["K", "AE", "T"])]
-    out, top = lang.add_lex_disambig(lex)
+    out, top = lexicon.add_lex_disambig(lex)
     assert out == [("red", ["R", "EH", "D", "#1"]), ("read", ["R", "EH", "D", "#2"]), ("a", ["AH", "#1"]),
                    ("about", ["AH", "B", "AW", "T"]), ("cat", ["K", "AE", "T"])]
     assert top == 2
@@ -28,18 +28,18 @@ def test_add_lex_disambig_homophones_and_prefixes():
 @pytest.fixture(scope="module")
 def lang_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("lang")
-    lang.prepare(str(LEXICON), str(d))
+    langdir.prepare(str(LEXICON), str(d))
     return d
 
 
 def test_symbol_tables_and_topology(lang_dir):
-    lng = lang.load(str(lang_dir))
+    lng = langdir.load(str(lang_dir))
     assert lng.phones["<eps>"] == 0 and lng.phones["SIL"] == 1 and lng.silence == [1]
     assert len(lng.nonsilence) == 19          # the digits' phones
     # no homophones or prefixes among the digits: #0, and #1 for L_disambig's optional silence
     assert lng.disambig == [lng.phones["#0"], lng.phones["#1"]] == [21, 22]
     assert [w for w, i in sorted(lng.words.items(), key=lambda kv: kv[1])][:2] == ["<eps>", "!SIL"]
-    topo, _ = lang.read_topology(str(lang_dir))
+    topo, _ = langdir.read_topology(str(lang_dir))
     classes = topo.get_phone_to_num_pdf_classes()
     assert classes[1] == 5 and all(classes[p] == 3 for p in lng.nonsilence)
     tree = khg.monophone_context_dependency(phones=topo.phones, phone2num_pdf_classes=classes)
@@ -63,8 +63,8 @@ def _best_path(phone_ids, lexicon_fst):
 
 
 def test_lexicon_fst_optional_silence(lang_dir):
-    lng = lang.load(str(lang_dir))
-    lfst = lang.read_fst(str(lang_dir / "L.fst"))
+    lng = langdir.load(str(lang_dir))
+    lfst = fstio.read_fst(str(lang_dir / "L.fst"))
     ph = lng.phones
     # SIL | one (W AH N) | two (T UW) SIL: silence at the start and after 'two', none after 'one'
     words, cost = _best_path([ph[p] for p in "SIL W AH N T UW SIL".split()], lfst)
@@ -97,11 +97,11 @@ def test_the_phone_sets_validate_lang_reads(lang_dir):
 def test_l_disambig_marks_the_optional_silence(lang_dir):
     """make_lexicon_fst.py --sil-disambig: the last disambiguation symbol follows each optional
     silence in L_disambig, not in L."""
-    lng = lang.load(str(lang_dir))
+    lng = langdir.load(str(lang_dir))
     ph = lng.phones
     phones = [ph[p] for p in "SIL #1 W AH N".split()]
-    assert _best_path(phones, lang.read_fst(str(lang_dir / "L_disambig.fst")))[0] == [lng.words["one"]]
-    assert _best_path(phones, lang.read_fst(str(lang_dir / "L.fst")))[0] == []   # no path
+    assert _best_path(phones, fstio.read_fst(str(lang_dir / "L_disambig.fst")))[0] == [lng.words["one"]]
+    assert _best_path(phones, fstio.read_fst(str(lang_dir / "L.fst")))[0] == []   # no path
 
 
 def test_oov_word(tmp_path):
@@ -115,8 +115,8 @@ def test_oov_word(tmp_path):
 
 
 def test_word_loop_grammar(lang_dir):
-    lng = lang.load(str(lang_dir))
-    g = lang.read_fst(str(lang_dir / "G.fst"))
+    lng = langdir.load(str(lang_dir))
+    g = fstio.read_fst(str(lang_dir / "G.fst"))
     assert g.num_states == 1
     arcs = list(kaldifst.ArcIterator(g, g.start))
     assert sorted(a.olabel for a in arcs) == sorted(lng.words[w] for w in
@@ -142,13 +142,13 @@ def test_corrupt_fst_and_topology_are_one_line(lang_dir, tmp_path):
     (bad / "topo").write_text("<Topology> garbage\n")
     line = error_line(run("nnet-gmm-init-mono", bad, "ark:/dev/null", tmp_path / "0.mdl"))
     assert "topo: bad HMM topology" in line
-    with pytest.raises(lang.NnetError, match="cannot read FST"):
-        lang.read_fst(str(bad / "L_disambig.fst"))
+    with pytest.raises(NnetError, match="cannot read FST"):
+        fstio.read_fst(str(bad / "L_disambig.fst"))
 
 
 def test_an_fst_on_a_full_disk_is_one_line_and_no_file(lang_dir, full_disk):
     """OpenFst's write returns false (no exception); its short temp file was renamed into place,
     and mkgraph.sh printed "Wrote HCLG.fst" over an empty file."""
     with pytest.raises(NnetError, match=f"^No space left on device: {full_disk}/G.fst$"):
-        lang.write_fst(lang.read_fst(str(lang_dir / "G.fst")), str(full_disk / "G.fst"))
+        fstio.write_fst(fstio.read_fst(str(lang_dir / "G.fst")), str(full_disk / "G.fst"))
     assert os.listdir(full_disk) == ["filler"]

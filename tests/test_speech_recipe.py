@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO, run
+from helpers import REPO, run
 
 RECIPE = REPO / "recipes" / "spoken_digits"
 WER = re.compile(r"^%WER (\d+\.\d\d) \[ (\d+) / (\d+), (\d+) ins, (\d+) del, (\d+) sub \]$")

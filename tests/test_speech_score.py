@@ -3,9 +3,9 @@ import pytest
 
 pytest.importorskip("kaldialign", reason="speech extra not installed (pip install -e '.[speech]')")
 
-from conftest import REPO, run  # noqa: E402
+from helpers import REPO, run  # noqa: E402
 from nnet_tools.errors import NnetError  # noqa: E402
-from nnet_tools.speech import score  # noqa: E402
+from nnet_tools.speech.search import score  # noqa: E402
 
 
 def wer(refs, hyps, mode="present"):

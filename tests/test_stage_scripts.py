@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, wait_for
+from helpers import REPO, wait_for
 
 
 @pytest.mark.parametrize("script, args, message", [

@@ -402,7 +402,7 @@ def test_missing_files_and_bad_rspecifiers(tmp_path, capfd):
 
 def test_unreadable_files_say_why(tmp_path, capfd, monkeypatch):
     """Kaldi's "Failed to open file X" said neither whether X exists nor why it could not be read."""
-    from nnet_tools.data import tables
+    from nnet_tools.data.tables import specifiers as tables   # where input files are opened to check them
     with MatrixWriter(f"ark,scp:{tmp_path}/m.ark,{tmp_path}/m.scp") as w:
         w.write("utt1", np.ones((1, 1)))
     scp = tmp_path / "m.scp"

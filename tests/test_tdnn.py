@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run, write_egs_dir
+from helpers import run, write_egs_dir
 from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io

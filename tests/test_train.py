@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, nan_archive, write_egs_dir
+from helpers import SMALL_CONFIG, nan_archive, write_egs_dir
 from nnet_tools.model import config
 from nnet_tools.evaluate import diagnostics
 from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
 from nnet_tools.model.nnet import Nnet
+from nnet_tools.train import max_change
 from nnet_tools.train.job import TrainOptions, train_one_job
 
 
@@ -55,13 +56,37 @@ def test_frame_selection_skips_egs_without_that_label(tmp_path):
         train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=2))
 
 
-def test_max_param_change_bounds_every_step(egs_dir):
+def test_max_param_change_bounds_every_step(egs_dir, monkeypatch):
+    """Kaldi's global limit: a step that would change the parameters by more than --max-param-change
+    changes them by exactly that much; a smaller one is applied as it is, as with no limit (0)."""
+    steps = []   # the norm of each update's change to the parameters
+    real = max_change.apply_update
+
+    def measured(components, *args, **kwargs):
+        before = [p.detach().double().clone() for _, ps in components for p in ps]
+        result = real(components, *args, **kwargs)
+        after = [p.detach().double() for _, ps in components for p in ps]
+        steps.append(sum(((a - b) ** 2).sum().item() for a, b in zip(after, before)) ** 0.5)
+        return result
+    monkeypatch.setattr(max_change, "apply_update", measured)
     net = model()
     before = torch.cat([p.detach().flatten().clone() for p in net.parameters()])
     train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"),
                   TrainOptions(learning_rate=1.0, minibatch_size="100", max_param_change=1e-3))
     after = torch.cat([p.detach().flatten() for p in net.parameters()])
     assert 0 < (after - before).norm().item() <= 6 * 1e-3 * (1 + 1e-4)  # 6 minibatches
+    assert steps == pytest.approx([1e-3] * 6, rel=1e-3)   # each one clipped to the limit, not below it
+
+    def trained(max_param_change):
+        steps.clear()
+        net = model()
+        train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"),
+                      TrainOptions(learning_rate=0.01, minibatch_size="100", max_param_change=max_param_change))
+        return torch.cat([p.detach().flatten() for p in net.parameters()]), list(steps)
+    free, free_steps = trained(0.0)
+    assert len(free_steps) == 6 and max(free_steps) > 1e-3
+    limited, limited_steps = trained(1.01 * max(free_steps))   # above every step, if only just
+    assert limited_steps == free_steps and torch.equal(limited, free)
 
 
 def test_same_seed_same_model_other_seed_differs(egs_dir):

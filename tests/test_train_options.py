@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SMALL_CONFIG, error_line, run, write_egs_dir
+from helpers import SMALL_CONFIG, error_line, run, write_egs_dir
 from nnet_tools.data import egs, vectors
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, edits, model_io, presoftmax

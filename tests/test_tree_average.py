@@ -3,19 +3,15 @@ recording launcher, no training), and the result against the flat average throug
 import os
 
 import pytest
-import test_outer
 import torch
 
-from conftest import SMALL_CONFIG
+from helpers import SMALL_CONFIG, RecordingLauncher, drive
 from nnet_tools.errors import NnetError
 from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.driver import options, outer_loop, tree_average
 from nnet_tools.train import average
 from nnet_tools.driver.launcher import InProcessLauncher, Launcher
-from test_outer import RecordingLauncher, drive
-
-egs_info = test_outer.egs_info   # the fixture
 
 
 def test_groups_are_contiguous_near_equal_and_at_most_fanin():
@@ -42,7 +38,7 @@ class ArrayRecorder(RecordingLauncher):
 
 
 def test_driver_averages_in_groups_beyond_the_fanin_and_flat_below(tmp_path, egs_info, monkeypatch):
-    monkeypatch.setattr("test_outer.RecordingLauncher", ArrayRecorder)
+    monkeypatch.setattr("helpers.RecordingLauncher", ArrayRecorder)
     # Job 2 is dropped by the selection rule as without a fan-in; jobs 2 -> 4, fan-in 2.
     loop, rec = drive(tmp_path, egs_info, lambda it, j: -3.0 if j == 2 else -1.0, averaging_fanin=2)
     exp = tmp_path / "exp"

@@ -3,7 +3,7 @@ import click
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.log import logger
-from nnet_tools.speech import features
+from nnet_tools.speech.features import deltas
 
 
 @click.command()
@@ -19,13 +19,13 @@ def main(delta_order, delta_window, feats_rspecifier, feats_wspecifier):
     Example:
       nnet-add-deltas "ark:nnet-apply-cmvn --utt2spk=ark:data/train/utt2spk scp:data/train/cmvn.scp scp:data/train/feats.scp ark:- |" ark:-
     """
-    features.check_delta_options(delta_order, delta_window)
+    deltas.check_delta_options(delta_order, delta_window)
     n = 0
     with tables.MatrixWriter(feats_wspecifier) as writer:
         for utt, feats in tables.read_matrices(feats_rspecifier):
             if not len(feats):
                 logger.warning(f"Empty feature matrix for utterance {utt}")  # Kaldi's words; skipped
                 continue
-            writer.write(utt, features.add_deltas(feats, delta_order, delta_window))
+            writer.write(utt, deltas.add_deltas(feats, delta_order, delta_window))
             n += 1
     logger.info(f"Processed {n} utterances.")

@@ -3,7 +3,7 @@ import click
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.log import logger
-from nnet_tools.speech import gmm
+from nnet_tools.speech.models import gmm
 
 
 @click.command()

@@ -4,7 +4,7 @@ from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.speech import features
+from nnet_tools.speech.features import extract
 
 
 @click.command()
@@ -28,9 +28,9 @@ def main(feat_type, config, overrides, wav_scp, feats_wspecifier):
       nnet-compute-feats --type mfcc --config conf/mfcc.conf data/train/wav.scp \\
           ark,scp:mfcc/raw_mfcc_train.1.ark,mfcc/raw_mfcc_train.1.scp
     """
-    opts, wave = features.make_options(feat_type, config, overrides)
+    opts, wave = extract.make_options(feat_type, config, overrides)
     with tables.MatrixWriter(feats_wspecifier) as writer:
-        done, failed = features.compute_table(opts, wave, wav_scp, writer, logger)
+        done, failed = extract.compute_table(opts, wave, wav_scp, writer, logger)
         if done == 0:
             raise NnetError(f"{wav_scp}: no utterance could be processed ({failed} failed)")
     logger.info(f"Done {done} out of {done + failed} utterances.")

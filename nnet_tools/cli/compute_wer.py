@@ -4,7 +4,8 @@ from nnet_tools.cli.common import program
 from nnet_tools.data.textfile import table_file
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.speech import score, transcripts
+from nnet_tools.speech.corpus import transcripts
+from nnet_tools.speech.search import score
 
 
 @click.command()

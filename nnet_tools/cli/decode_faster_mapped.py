@@ -4,7 +4,9 @@ from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.speech import decode, gmm, lang
+from nnet_tools.speech.lang import fstio
+from nnet_tools.speech.models import gmm
+from nnet_tools.speech.search import decode
 
 
 @click.command()
@@ -30,7 +32,7 @@ def main(acoustic_scale, beam, max_active, min_active, allow_partial, trans_mode
       nnet-compute --priors ... exp/nnet/final.mdl scp:data/test/feats.scp ark:- | \\
         nnet-decode-faster-mapped exp/mono/final.mdl exp/mono/graph/HCLG.fst ark:- ark,t:exp/nnet/decode_test/words.1.txt
     """
-    decoder = decode.Decoder(lang.read_fst(hclg), gmm.load_tid2pdf(trans_model), acoustic_scale, beam,
+    decoder = decode.Decoder(fstio.read_fst(hclg), gmm.load_tid2pdf(trans_model), acoustic_scale, beam,
                              max_active, min_active, where=f"{hclg} with {trans_model}")
     done = failed = partial = 0
     with tables.IntVectorWriter(words_wspecifier) as writer:

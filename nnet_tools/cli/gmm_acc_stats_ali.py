@@ -4,7 +4,7 @@ from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.speech import gmm
+from nnet_tools.speech.models import estimate, gmm
 
 
 @click.command()
@@ -41,8 +41,8 @@ def main(model, feats_rspecifier, ali_rspecifier, acc_out):
     if not utts:
         raise NnetError(f"{feats_rspecifier}: no utterance to accumulate: {no_ali} without an alignment in "
                         f"{ali_rspecifier}, {bad} with other errors")
-    stats = gmm.Stats(mdl)
-    gmm.accumulate(mdl, stats, utts)
+    stats = estimate.Stats(mdl)
+    estimate.accumulate(mdl, stats, utts)
     stats.save(acc_out)
     logger.info(f"Overall avg like per frame (Gaussian only) = {stats.tot_like / stats.frames:.6g} over "
                 f"{stats.frames} frames.")

@@ -4,7 +4,9 @@ from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.speech import gmm, lang, transcripts
+from nnet_tools.speech.corpus import transcripts
+from nnet_tools.speech.lang import fstio, langdir
+from nnet_tools.speech.models import align, gmm
 
 
 @click.command()
@@ -33,10 +35,10 @@ def main(equal, beam, retry_beam, careful, acoustic_scale, transition_scale, sel
       nnet-gmm-align exp/mono/4.mdl data/lang ark:exp/mono/feats.1.ark data/train/split2/1/text ark:exp/mono/ali.1.ark
     """
     mdl = gmm.load(model)
-    lng = lang.load(lang_dir)
-    compiler = gmm.GraphCompiler(mdl, lng, lang.read_fst(f"{lang_dir}/L.fst"), f"{model} with {lang_dir}")
+    lng = langdir.load(lang_dir)
+    compiler = align.GraphCompiler(mdl, lng, fstio.read_fst(f"{lang_dir}/L.fst"), f"{model} with {lang_dir}")
     refs = transcripts.read_text(text)
-    aligner = gmm.Aligner(mdl, beam, retry_beam, careful, acoustic_scale, transition_scale, self_loop_scale)
+    aligner = align.Aligner(mdl, beam, retry_beam, careful, acoustic_scale, transition_scale, self_loop_scale)
     done = failed = 0
     with tables.IntVectorWriter(ali_wspecifier) as writer:
         for utt, feats in tables.read_matrices(feats_rspecifier):
@@ -53,7 +55,7 @@ def main(equal, beam, retry_beam, careful, acoustic_scale, transition_scale, sel
                 logger.warning(f"{e}; not aligning it")
                 failed += 1
                 continue
-            ali = gmm.align_equal(graph, len(feats), rand_seed) if equal else aligner.align(utt, graph, feats)
+            ali = align.align_equal(graph, len(feats), rand_seed) if equal else aligner.align(utt, graph, feats)
             if ali is None:
                 logger.warning(f"Did not successfully align utterance {utt}, len = {len(feats)}"
                                + (" (too short for its transcript?)" if equal else ""))

@@ -3,7 +3,7 @@ import click
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.log import logger
-from nnet_tools.speech import gmm
+from nnet_tools.speech.models import gmm, likelihoods
 
 
 @click.command()
@@ -24,6 +24,6 @@ def main(model, feats_rspecifier, loglikes_wspecifier):
         for utt, feats in tables.read_matrices(feats_rspecifier):
             if not gmm.usable_features(feats, mdl.dim, f"{feats_rspecifier}: utt '{utt}'"):
                 continue
-            writer.write(utt, gmm.compute_likes(mdl, feats))
+            writer.write(utt, likelihoods.compute_likes(mdl, feats))
             n += 1
     logger.info(f"Processed {n} utterances.")

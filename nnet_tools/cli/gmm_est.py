@@ -2,7 +2,7 @@ import click
 
 from nnet_tools.cli.common import program
 from nnet_tools.log import logger
-from nnet_tools.speech import gmm
+from nnet_tools.speech.models import estimate, gmm
 
 
 @click.command()
@@ -26,9 +26,9 @@ def main(mix_up, power, min_gaussian_occupancy, perturb_factor, srand, model_in,
     mdl = gmm.load(model_in)
     total = None
     for path in accs:
-        acc = gmm.Stats.load(path)
+        acc = estimate.Stats.load(path)
         acc.check_model(mdl, path)
         total = acc if total is None else total.add(acc)
-    gmm.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, perturb_factor, srand=srand, log=logger)
+    estimate.estimate(mdl, total, mix_up, power, min_gaussian_occupancy, perturb_factor, srand=srand, log=logger)
     gmm.save(mdl, model_out)
     logger.info(f"Wrote {model_out}: {mdl.num_pdfs} pdfs, {gmm.num_gauss(mdl)} Gaussians.")

@@ -6,7 +6,8 @@ from nnet_tools.cli.common import program
 from nnet_tools.data import tables
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.speech import gmm, lang
+from nnet_tools.speech.lang import langdir
+from nnet_tools.speech.models import gmm
 
 
 @click.command()
@@ -23,7 +24,7 @@ def main(num_utts, lang_dir, feats_rspecifier, model_out):
     Example:
       nnet-gmm-init-mono data/lang "ark:exp/mono/feats.1.ark" exp/mono/0.mdl
     """
-    _, topo_text = lang.read_topology(lang_dir)
+    _, topo_text = langdir.read_topology(lang_dir)
     utts = itertools.islice(tables.read_matrices(feats_rspecifier), num_utts)
     feats = [f for utt, f in utts if gmm.usable_features(f, None, f"{feats_rspecifier}: utt '{utt}'")]
     if not feats:

@@ -2,7 +2,7 @@ import click
 
 from nnet_tools.cli.common import program
 from nnet_tools.log import logger
-from nnet_tools.speech import lang as langdir
+from nnet_tools.speech.lang import langdir
 
 
 @click.command()

@@ -14,7 +14,7 @@ from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, make_dirs, write_text
 from nnet_tools.model import config as config_mod
-from nnet_tools.driver import manifest, options, outer_loop, schedule
+from nnet_tools.driver import commands, manifest, options, outer_loop, preflight, resume, schedule
 from nnet_tools.driver.exp_lock import ExpLock
 from nnet_tools.driver.launcher import Launcher
 
@@ -116,7 +116,7 @@ class Partitioned:
         if loop:
             self.launchers.append(loop.launcher)
         if 0 in stages:   # before any sub-model trains: not found in every job's log
-            outer_loop.check_dims(config, config_mod.load(config), self.egs_dir)
+            preflight.check_dims(config, config_mod.load(config), self.egs_dir)
         if {0, 1, 2} & set(stages):
             with ExpLock(self.dir) as lock:   # stage 3's outer loop takes the lock itself
                 self.launcher.tick = lock.beat
@@ -158,7 +158,7 @@ class Partitioned:
     def split_command(self, config):
         return ["nnet-split-submodels", f"--srand={self.opts.srand}",
                 *(["--allow-uneven"] if self.popts.allow_uneven else []),
-                *outer_loop.presoftmax_option(self.opts, self.egs_dir, self.dir),
+                *commands.presoftmax_option(self.opts, self.egs_dir, self.dir),
                 config, str(self.popts.num_submodels), os.path.join(self.dir, "split")]
 
     def merge_command(self):
@@ -214,10 +214,10 @@ class Partitioned:
         for it, _, lrate, processed in plan[start:]:
             model_in = os.path.join(self.dir, "split", "sub.JOB.mdl") if it == 0 else os.path.join(sub, f"{it}.mdl")
             print(f"Sub-models iter: {it}/{len(plan) - 1}   lr: {lrate:.6f}", flush=True)
-            command = outer_loop.job_command(sub_opts, it, 1, lrate, processed, model_in, egs_dir,
+            command = commands.job_command(sub_opts, it, 1, lrate, processed, model_in, egs_dir,
                                         os.path.join(sub, f"{it + 1}.mdl"), job=1)
             self.launcher.run(f"train_sub.{it}.JOB.log", command, jobs=k,
-                              launcher_opts=outer_loop.job_launcher_opts(opts, k if self.popts.parallel else 1))
+                              launcher_opts=commands.job_launcher_opts(opts, k if self.popts.parallel else 1))
             if opts.cleanup and it > 0:
                 for j in range(1, k + 1):
                     os.remove(os.path.join(self.dir, f"sub.{j}", f"{it}.mdl"))
@@ -243,7 +243,7 @@ class Partitioned:
         for j in range(1, k + 1):
             split = os.path.join(self.dir, "split", f"sub.{j}.mdl")
             if not os.path.exists(split):
-                raise outer_loop.Refused(f"{split}: no such file; the sub-models start from the split (run with --stage 0)")
+                raise resume.Refused(f"{split}: no such file; the sub-models start from the split (run with --stage 0)")
             # The source egs dir, not a shard's: DIR/egs.J is made again by every run, wherever DIR now is.
             wanted.append({**manifest.describe(sub_opts, self.egs_dir, num_archives, frames_per_eg, input_model=split),
                            "sub-data": self.popts.sub_data})
@@ -251,11 +251,7 @@ class Partitioned:
         removed = 0
         for d, new in zip(subs, wanted):
             os.makedirs(d, exist_ok=True)
-            for name in os.listdir(d):
-                m = outer_loop.MODEL_RE.fullmatch(name)
-                if (m and int(m.group(1)) > start) or (name == "final.mdl" and start < num_iters):
-                    os.remove(os.path.join(d, name))
-                    removed += 1
+            removed += len(resume.remove_models_after(d, start, ("final.mdl",) if start < num_iters else ()))
             manifest.write(d, new)
         if removed:
             print(f"steps/train_partitioned.py: sub-models start at iteration {start}: removed {removed} later "
@@ -275,23 +271,17 @@ class Partitioned:
             return 0   # nothing of a run this version made
         for d, before, new in zip(subs, old, wanted):
             if before is None:
-                raise outer_loop.Refused(f"{d}/{manifest.NAME}: missing, so this sub-model's settings are unknown; run "
-                                    f"with --stage 0 to train the sub-models over")
-            diffs = manifest.differences(before, new)
-            if diffs:
-                raise outer_loop.Refused(f"{d}/{manifest.NAME}: the sub-models were started with other settings "
-                                    f"({'; '.join(diffs)}); run with --stage 0 to train them over")
+                raise resume.Refused(f"{d}/{manifest.NAME}: missing, so this sub-model's settings are unknown; run "
+                                     f"with --stage 0 to train the sub-models over")
+            resume.check_settings(f"{d}/{manifest.NAME}", before, new, "the sub-models were started",
+                                  "run with --stage 0 to train them over")
 
         def model(d, it):
             path = os.path.join(d, f"{it}.mdl")
             return path if os.path.exists(path) or it < num_iters else os.path.join(d, "final.mdl")
 
-        for it in range(num_iters, 0, -1):
-            paths = [model(d, it) for d in subs]
-            # A list, not a generator: every model that does not load gets its warning.
-            if all(os.path.exists(p) for p in paths) and all([outer_loop.whole_model(p, self.warn) for p in paths]):
-                return it
-        return 0
+        it = resume.newest_whole(range(num_iters, 0, -1), lambda it: [model(d, it) for d in subs], self.warn)
+        return 0 if it is None else it
 
     def warn(self, text):
         print(f"steps/train_partitioned.py: WARNING: {text}", file=sys.stderr, flush=True)

@@ -182,8 +182,71 @@ def train_one_job(model, archive, opts, device="cpu"):
         model.store_component_stats(False)
 
 
+class _Updates:
+    """The parameter updates of one job: SGD (plain, with momentum, with l2) and backstitch, each
+    through max-change; counts how often max-change was enforced, for the log."""
+
+    def __init__(self, model, components, l2_terms, opts, archive):
+        self.model, self.components, self.l2_terms, self.opts, self.archive = model, components, l2_terms, opts, archive
+        self.momentum_deltas = None
+        self.clipped = torch.zeros(len(components))
+        self.global_clipped = self.num_updates = 0
+
+    def gradients(self, x, y, mb):
+        return _gradients(self.model, self.components, x, y, self.opts.learning_rate, self.archive, mb)
+
+    def apply(self, deltas, scale, max_change_scale=1.0, coefficients=None):
+        result = max_change.apply_update(self.components, deltas, self.opts.max_param_change, scale, max_change_scale,
+                                         coefficients)
+        if not result.applied:
+            logger.warning("Infinite parameter change, will not apply.")
+        self.clipped.add_((result.factors < 1).float())
+        self.global_clipped += result.global_factor < 1
+        self.num_updates += 1
+        return result
+
+    def sgd(self, x, y, mb):
+        """One (natural-gradient) SGD step, with momentum and l2 when asked; returns the objective."""
+        opts, frames = self.opts, y.shape[0]
+        objf, grads, coeffs = self.gradients(x, y, mb)
+        if opts.momentum or self.l2_terms:
+            deltas = _scaled(grads, coeffs)
+            if self.momentum_deltas is not None:
+                for ds, olds in zip(deltas, self.momentum_deltas):
+                    torch._foreach_add_(ds, olds, alpha=opts.momentum)
+            if self.l2_terms:
+                _add_l2(self.components, deltas, self.l2_terms, frames)
+            result = self.apply(deltas, 1.0 - opts.momentum)
+        else:  # plain (natural-gradient) SGD: the gradients as they are, lr in the coefficients
+            result = self.apply(grads, 1.0, coefficients=coeffs)
+        self.momentum_deltas = deltas if (opts.momentum and result.applied) else None
+        return objf
+
+    def backstitch(self, x, y, mb, alpha, device):
+        """A step of -alpha (natural-gradient estimates frozen), then the gradient at that point
+        applied with 1 + alpha; the same dropout masks in both passes. Returns both objectives."""
+        rng = _rng_state(device)
+        self.model.freeze_natural_gradient(True)
+        objf, grads, coeffs = self.gradients(x, y, mb)
+        self.model.freeze_natural_gradient(False)
+        self.apply(grads, -alpha, alpha, coeffs)
+        _set_rng_state(rng, device)
+        objf2, grads, coeffs = self.gradients(x, y, mb)
+        if self.l2_terms:
+            deltas = _scaled(grads, coeffs)
+            _add_l2(self.components, deltas, self.l2_terms, y.shape[0] / (1.0 + alpha))
+            self.apply(deltas, 1.0 + alpha, 1.0 + alpha)
+        else:
+            self.apply(grads, 1.0 + alpha, 1.0 + alpha, coeffs)
+        return objf, objf2
+
+    def log_max_change(self, names):
+        for name, count in zip(names, self.clipped.tolist()):
+            logger.info(f"For {name}, per-component max-change was enforced {100.0 * count / self.num_updates:.2f} % of the time.")
+        logger.info(f"The global max-change was enforced {100.0 * self.global_clipped / self.num_updates:.2f} % of the time.")
+
+
 def _train(model, archive, opts, device):
-    left, right = model.left_context, model.right_context
     components = [(a, [a.weight, a.bias]) for _, a in model.updatable()]
     names = [name for name, _ in model.updatable()]
     l2_terms = _l2_terms(components, opts)
@@ -191,58 +254,18 @@ def _train(model, archive, opts, device):
     # Kaldi draws the backstitch phase at random per job (srand_seed_ % interval); ours is seeded.
     phase = int(np.random.default_rng([opts.srand, 1]).integers(0, 100000)) % interval
     _log_settings(opts, names, components, l2_terms, phase)
-    momentum_deltas = None
+    updates = _Updates(model, components, l2_terms, opts, archive)
     output = _Objective("output", opts.print_interval)
     backstitched = _Objective("output_backstitch", opts.print_interval)
-    clipped = torch.zeros(len(components))
-    global_clipped = num_updates = 0
-
-    def update(deltas, scale, max_change_scale=1.0, coefficients=None):
-        nonlocal global_clipped, num_updates
-        result = max_change.apply_update(components, deltas, opts.max_param_change, scale, max_change_scale,
-                                         coefficients)
-        if not result.applied:
-            logger.warning("Infinite parameter change, will not apply.")
-        clipped.add_((result.factors < 1).float())
-        global_clipped += result.global_factor < 1
-        num_updates += 1
-        return result
-
-    for mb, (x, y) in enumerate(minibatches(archive, opts, left, right, device)):
-        frames = y.shape[0]
+    for mb, (x, y) in enumerate(minibatches(archive, opts, model.left_context, model.right_context, device)):
         if alpha > 0 and mb % interval == phase:
-            # Backstitch: a step of -alpha (natural-gradient estimates frozen), then the gradient at
-            # that point applied with 1 + alpha; the same dropout masks in both passes.
-            rng = _rng_state(device)
-            model.freeze_natural_gradient(True)
-            objf, grads, coeffs = _gradients(model, components, x, y, opts.learning_rate, archive, mb)
-            model.freeze_natural_gradient(False)
-            update(grads, -alpha, alpha, coeffs)
-            _set_rng_state(rng, device)
-            objf2, grads, coeffs = _gradients(model, components, x, y, opts.learning_rate, archive, mb)
-            if l2_terms:
-                deltas = _scaled(grads, coeffs)
-                _add_l2(components, deltas, l2_terms, frames / (1.0 + alpha))
-                update(deltas, 1.0 + alpha, 1.0 + alpha)
-            else:
-                update(grads, 1.0 + alpha, 1.0 + alpha, coeffs)
-            backstitched.add(mb, objf2.item(), frames)
+            objf, objf2 = updates.backstitch(x, y, mb, alpha, device)
+            backstitched.add(mb, objf2.item(), y.shape[0])
         else:
-            objf, grads, coeffs = _gradients(model, components, x, y, opts.learning_rate, archive, mb)
-            if opts.momentum or l2_terms:
-                deltas = _scaled(grads, coeffs)
-                if momentum_deltas is not None:
-                    for ds, olds in zip(deltas, momentum_deltas):
-                        torch._foreach_add_(ds, olds, alpha=opts.momentum)
-                if l2_terms:
-                    _add_l2(components, deltas, l2_terms, frames)
-                result = update(deltas, 1.0 - opts.momentum)
-            else:  # plain (natural-gradient) SGD: the gradients as they are, lr in the coefficients
-                result = update(grads, 1.0, coefficients=coeffs)
-            momentum_deltas = deltas if (opts.momentum and result.applied) else None
+            objf = updates.sgd(x, y, mb)
         value = objf.item()  # the one host sync of a minibatch besides max-change's norms
         _check_finite(value, archive, mb)
-        output.add(mb, value, frames)
+        output.add(mb, value, y.shape[0])
     if output.tot_frames == 0:
         raise NnetError(f"{archive.path}: no egs to train on at frame {opts.frame} (minibatch size {opts.minibatch_size})")
     bad = model.nonfinite()
@@ -252,7 +275,5 @@ def _train(model, archive, opts, device):
     average = output.log_total()
     if backstitched.tot_frames:
         backstitched.log_total()
-    for name, count in zip(names, clipped.tolist()):
-        logger.info(f"For {name}, per-component max-change was enforced {100.0 * count / num_updates:.2f} % of the time.")
-    logger.info(f"The global max-change was enforced {100.0 * global_clipped / num_updates:.2f} % of the time.")
+    updates.log_max_change(names)
     return average, int(output.tot_frames)

@@ -9,7 +9,7 @@ import click  # noqa: E402
 
 from nnet_tools.cli.common import program  # noqa: E402
 from nnet_tools.log import logger  # noqa: E402
-from nnet_tools.speech import synth  # noqa: E402
+from nnet_tools.speech.corpus import synth  # noqa: E402
 
 
 @click.command()

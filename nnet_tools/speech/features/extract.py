@@ -1,4 +1,4 @@
-"""MFCC and fbank features with kaldi-native-fbank (Kaldi's arithmetic), and add-deltas.
+"""MFCC and fbank features with kaldi-native-fbank (Kaldi's arithmetic): compute-{mfcc,fbank}-feats.
 
 Options come as Kaldi's do, ``--num-mel-bins=40`` lines in a conf file (compute-mfcc-feats
 --config=conf/mfcc.conf), so a Kaldi recipe's conf/ carries over. Waveforms are read by Kaldi's
@@ -245,21 +245,3 @@ def utterance_features(opts, wave, rxfilename, where):
     if wave.subtract_mean:
         feats -= feats.mean(axis=0, dtype=np.float32)
     return feats
-
-
-def check_delta_options(order, window):
-    """Kaldi's DeltaFeatures asserts these bounds; here they are one line."""
-    if not 0 <= order < 1000:
-        raise NnetError(f"--delta-order must be in [0, 1000), got {order}")
-    if not 0 < window < 1000:
-        raise NnetError(f"--delta-window must be in (0, 1000), got {window}")
-
-
-def add_deltas(feats, order=2, window=2):
-    """Kaldi's add-deltas: [x, delta, delta-delta] with edge frames replicated."""
-    import kaldi_native_fbank as knf
-    check_delta_options(order, window)
-    opts = knf.DeltaOptions()
-    opts.order, opts.window = order, window
-    return knf.compute_deltas(opts, np.ascontiguousarray(feats, dtype=np.float32))
-

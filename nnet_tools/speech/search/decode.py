@@ -5,7 +5,7 @@ transition-id's pdf, scaled by the acoustic scale, as Kaldi's DecodableMatrixSca
 Kaldi's DecodableCtc reads column i-1 for input label i, so the matrix handed to it has one column
 per transition-id.
 """
-import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see __init__)
+import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see nnet_tools/speech/__init__.py)
 import kaldifst
 import numpy as np
 

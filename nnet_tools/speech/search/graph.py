@@ -5,7 +5,7 @@ Steps as mkgraph.sh: LG = detstar(L o G) in the log semiring, minimised; CLG by 
 detstar(Ha o CLG) with disambiguation transition-ids removed, minimised; HCLG = HCLGa with
 self-loops (scale 0.1). fstpushspecial and fstrmepslocal, optimisations only, are left out.
 """
-import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see __init__)
+import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see nnet_tools/speech/__init__.py)
 import kaldifst
 
 from nnet_tools.errors import NnetError
