@@ -12,9 +12,11 @@ The package in layers, lowest first; a module imports only from its own layer or
 6. queue: nnet-queue's launchers (local, Slurm, Grid Engine).
 7. report: reading an experiment dir's logs, summaries and plots.
 8. speech: the hybrid pipeline by stage (features, lang, GMM, decoding, scoring).
-9. driver: the outer loop and what only it uses (launcher, resume, retry, manifest, lock,
+9. kaldi: Kaldi's file formats beyond tables: basic object I/O, TransitionModel, nnet3 models
+   (export and import, and what nnet3-compute gives for them).
+10. driver: the outer loop and what only it uses (launcher, resume, retry, manifest, lock,
    options, schedule): it runs in steps/train_dnn.py's process and starts programs.
-10. cli: the programs, one thin file each: option parsing and one library call.
+11. cli: the programs, one thin file each: option parsing and one library call.
 
 So `ls nnet_tools` says which process runs what: cli/ holds the programs, driver/ the driver's
 own code; train/ and evaluate/ run only inside programs; the other layers serve both.

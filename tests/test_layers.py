@@ -7,7 +7,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nnet_tools"
 # Lowest first, as nnet_tools/__init__.py lists them; "" is the base: the package's top-level modules.
-LAYERS = ["", "data", "model", "evaluate", "train", "queue", "report", "speech", "driver", "cli"]
+LAYERS = ["", "data", "model", "evaluate", "train", "queue", "report", "speech", "kaldi", "driver", "cli"]
 MAX_LINES = 400
 
 
