@@ -7,20 +7,33 @@ from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 
 
-def select(use_gpu):
-    """'yes' / 'wait' use CUDA when present and fall back to CPU with a warning; 'no' is CPU.
+def cuda_missing():
+    """Why no CUDA device is usable here, or None when one is."""
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return "this torch is a CPU build"
+    return f"torch sees no CUDA device (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})"
 
-    Under a cluster engine CUDA_VISIBLE_DEVICES already names the GPU the job was given."""
+
+def select(use_gpu):
+    """Kaldi's --use-gpu: 'yes' and 'wait' need a CUDA device and fail without one (an engine's
+    GPU job runs where CUDA_VISIBLE_DEVICES already names its GPU); 'optional' uses one when
+    present, else the CPU with a warning; 'no' is the CPU."""
     if use_gpu not in ("yes", "no", "wait", "optional"):
         raise NnetError(f"--use-gpu must be yes, no, wait or optional, got {use_gpu!r}")
     if use_gpu == "no":
         return torch.device("cpu")
-    if torch.cuda.is_available():
+    missing = cuda_missing()
+    if missing is None:
         dev = torch.device("cuda")
         logger.info(f"Using GPU {torch.cuda.get_device_name(dev)} "
                     f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
         return dev
-    logger.warning("--use-gpu=%s but no CUDA device is available; running on CPU.", use_gpu)
+    if use_gpu != "optional":
+        raise NnetError(f"--use-gpu={use_gpu} but no CUDA GPU is usable ({missing}); use --use-gpu=no, or "
+                        f"--use-gpu=optional to fall back to the CPU")
+    logger.warning("--use-gpu=optional but no CUDA GPU is usable (%s); running on CPU.", missing)
     return torch.device("cpu")
 
 

@@ -224,6 +224,21 @@ def test_a_job_that_fails_on_its_archive_stops_the_run_after_its_retries(tmp_pat
     assert not (tmp_path / "exp" / "4.mdl").exists()
 
 
+@pytest.mark.parametrize("fault", [
+    "{exp}/3.mdl: not a readable nnet-tools model file (not a zip archive: truncated, or another format)",
+    "{egs}/egs.2.ark: egs context (0,0) is smaller than the model's (1,1)",
+    "{egs}/egs.2.ark: target id 7 >= model output dim 4"])
+def test_a_failure_a_retry_cannot_change_stops_the_run_at_once(tmp_path, egs_info, capsys, fault):
+    """A garbage input model, or egs that do not fit the model: every retry would fail the same
+    way (they were retried 12 times), so the first failure stops the run, naming it."""
+    fault = fault.format(exp=tmp_path / "exp", egs=egs_info)
+    with pytest.raises(NnetError, match=r"iteration 3: job 1 failed: " + re.escape(fault) + r" \(not retried"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0,
+              fails=lambda it, j, attempt: f"ERROR (nnet-train-one-job) {fault}\n" if (it, j) == (3, 1) else None)
+    assert "retry" not in capsys.readouterr().err
+    assert not (tmp_path / "exp" / "log" / "train.3.1.log.failed.1").exists()
+
+
 def test_a_job_that_finds_the_disk_full_stops_the_run_after_its_retries(tmp_path, egs_info, capsys):
     # It used to be averaged out as a lost node: the run went on, its result changed, exit 0.
     fault = f"No space left on device: {tmp_path}/exp/4.1.mdl"
@@ -298,6 +313,34 @@ def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_pat
     manifest.write(exp, {k: v for k, v in old.items() if k != "shuffle-buffer-size"})
     drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False, shuffle_buffer_size=100)
     drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, num_epochs=4, srand=5)  # starting over is allowed
+
+
+def test_a_model_of_another_shape_is_not_resumed_from(tmp_path, egs_info, capsys):
+    """A model of another width put where the run's 3.mdl was: the rerun names it and stops,
+    removing nothing (it once resumed from it, trained on and said "done"); so does a --stage that
+    takes it, and a dir an older version started (no fingerprint in its manifest) checks against
+    its 0.mdl."""
+    from nnet_tools.model import model_io
+    drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    exp = tmp_path / "exp"
+    assert manifest.read(exp)[manifest.MODEL]["num-params"] == sum(
+        p.numel() for p in Nnet(config.normalize(config.yaml_load(SMALL_CONFIG))).parameters())
+    for name in ["final.mdl", "accuracy.report"] + [f"{i}.mdl" for i in range(4, 20)]:
+        if (exp / name).exists():
+            os.remove(exp / name)
+    wider = config.normalize(config.yaml_load(SMALL_CONFIG.replace("dim: 16", "dim: 32")))
+    model_io.save(Nnet(wider), str(exp / "3.mdl"))
+    before = sorted(os.listdir(exp))
+    message = r"3\.mdl: not a model of this run: \d+ parameters, where this run's models have \d+ \(.*manifest.json\)"
+    with pytest.raises(resume.Refused, match=message):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    with pytest.raises(resume.Refused, match=message):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False, stage=3)
+    old = manifest.read(exp)
+    manifest.write(exp, {k: v for k, v in old.items() if k != manifest.MODEL})
+    with pytest.raises(resume.Refused, match=r"3\.mdl: not a model of this run: .*\(as .*0\.mdl\)"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    assert sorted(os.listdir(exp)) == before
 
 
 def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info, capsys):
@@ -453,7 +496,10 @@ def test_background_commands_run_below_the_jobs_priority(tmp_path):
     (dict(momentum=float("nan")), r"momentum must be in \[0, 1\)"),       # every job would fail, every retry
     (dict(minibatch_size="abc"), "minibatch-size: bad minibatch size 'abc'"),
     (dict(divergence_threshold=float("nan")), "divergence-threshold must be finite"),
-    (dict(outer_method="bmuf", outer_momentum=float("nan")), r"outer.momentum must be in \[0, 1\)")])
+    (dict(outer_method="bmuf", outer_momentum=float("nan")), r"outer.momentum must be in \[0, 1\)"),
+    (dict(srand=-5), r"--trainer.srand must be in \[0, 2\^62\), got -5"),   # every job failed, every retry
+    pytest.param(dict(use_gpu="yes"), r"--use-gpu yes: the jobs run on this machine \(--cmd 'nnet-queue local'\), "
+                 r"where no CUDA GPU is usable", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU"))])
 def test_driver_options_out_of_range_are_refused_before_any_work(tmp_path, egs_info, change, message):
     opts = options.TrainerOptions(**{**dict(num_epochs=3, jobs_initial=2, jobs_final=4), **change})
     with pytest.raises(NnetError, match=message):

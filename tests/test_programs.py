@@ -143,3 +143,39 @@ def test_an_egs_archive_given_as_a_table_says_so(tmp_path):
     (tmp_path / "egs.1.ark").write_bytes(b"")
     with pytest.raises(NnetError, match="egs.1.ark: an egs archive is a plain file name, not a table: drop the 'ark:'"):
         EgsArchive(f"ark:{tmp_path}/egs.1.ark")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a usable GPU")
+def test_use_gpu_yes_without_a_gpu_is_an_error_not_the_cpu(tmp_path):
+    """Kaldi's --use-gpu yes (and wait) need a GPU: without one the job fails before training
+    (it once trained on the CPU, rc 0); optional falls back to the CPU, as the default does."""
+    from helpers import SMALL_CONFIG
+    write_egs_dir(tmp_path / "egs", num_archives=1, egs_per_archive=50)
+    (tmp_path / "m.yaml").write_text(SMALL_CONFIG)
+    run("nnet-init", tmp_path / "m.yaml", tmp_path / "0.mdl", check=True)
+    for use_gpu in ("yes", "wait"):
+        line = error_line(run("nnet-train-one-job", f"--use-gpu={use_gpu}", "--learning-rate=0.001",
+                              tmp_path / "0.mdl", tmp_path / "egs/egs.1.ark", tmp_path / "1.mdl"))
+        assert f"--use-gpu={use_gpu} but no CUDA GPU is usable" in line and "--use-gpu=optional" in line
+        assert not (tmp_path / "1.mdl").exists()
+    r = run("nnet-train-one-job", "--use-gpu=optional", "--learning-rate=0.001", "--minibatch-size=16",
+            tmp_path / "0.mdl", tmp_path / "egs/egs.1.ark", tmp_path / "1.mdl", check=True)
+    assert "running on CPU" in r.stderr and (tmp_path / "1.mdl").exists()
+
+
+def test_a_duplicate_feats_key_stops_the_egs_dump(tmp_path):
+    """The issue's case: a feats.scp line repeated gave one eg too many (an image trained with
+    the wrong label); now nnet-get-egs names the file and the key, and writes no egs dir."""
+    rng = np.random.default_rng(0)
+    with tables.MatrixWriter(f"ark,scp:{tmp_path}/feats.ark,{tmp_path}/feats.scp") as w, \
+            tables.IntVectorWriter(f"ark:{tmp_path}/targets.ark") as t:
+        for i in range(8):
+            w.write(f"utt{i}", rng.normal(size=(1, 6)).astype(np.float32))
+            t.write(f"utt{i}", np.array([i % 2], dtype=np.int32))
+    scp = tmp_path / "feats.scp"
+    lines = scp.read_text().splitlines()
+    scp.write_text("\n".join(lines + lines[1:2]) + "\n")
+    line = error_line(run("nnet-get-egs", "--left-context=0", "--right-context=0", "--frames-per-eg=1",
+                          "--num-utts-subset=1", f"scp:{scp}", f"ark:{tmp_path}/targets.ark", tmp_path / "egs"))
+    assert "feats.scp" in line and "duplicate key 'utt1'" in line
+    assert not (tmp_path / "egs" / "info" / "num_archives").exists()

@@ -136,6 +136,26 @@ def test_set_a_random_access_refuses_duplicate_keys(set_a):
     one_line_error(excinfo, "feats_ascii.scp", "duplicate key", "_slice2")
 
 
+def test_a_duplicate_key_is_refused_in_order_too(tmp_path):
+    """A key twice in an scp (or ark) read in order: one line naming the file and the key, as
+    Kaldi's random-access readers say it (read in order, it was taken as another utterance)."""
+    with MatrixWriter(f"ark,scp:{tmp_path}/f.ark,{tmp_path}/f.scp") as w:
+        for key in ("a", "b"):
+            w.write(key, np.zeros((2, 3), np.float32))
+    lines = (tmp_path / "f.scp").read_text().splitlines()
+    (tmp_path / "dup.scp").write_text("\n".join(lines + lines[:1]) + "\n")
+    assert [k for k, _ in read_matrices(f"scp:{tmp_path}/f.scp")] == ["a", "b"]
+    with pytest.raises(NnetError) as excinfo:
+        list(read_matrices(f"scp:{tmp_path}/dup.scp"))
+    one_line_error(excinfo, "dup.scp", "duplicate key 'a'")
+    with IntVectorWriter(f"ark:{tmp_path}/t.ark") as w:
+        for key in ("a", "b", "a"):
+            w.write(key, np.zeros(2, np.int32))
+    with pytest.raises(NnetError) as excinfo:
+        list(read_int_vectors(f"ark:{tmp_path}/t.ark"))
+    one_line_error(excinfo, "t.ark", "duplicate key 'a'")
+
+
 @needs_arks
 def test_set_a_random_access(set_a):
     feats = dict(read_matrices(f"ark:{set_a}/feats.ark"))

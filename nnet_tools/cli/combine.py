@@ -10,7 +10,7 @@ from nnet_tools.cli.common import program
 
 @click.command(context_settings={"show_default": True})
 @click.option("--max-objective-evaluations", type=int, default=30)
-@click.option("--use-gpu", default="yes", help="yes|no|wait; without CUDA, yes falls back to CPU.")
+@click.option("--use-gpu", default="optional", help="yes|wait (a CUDA GPU or fail), optional (the GPU if any, else CPU), no.")
 @click.argument("args", nargs=-1, required=True)
 @program("nnet-combine")
 def main(args, max_objective_evaluations, use_gpu):

@@ -19,7 +19,7 @@ from nnet_tools.cli.common import cmvn_options, program
                    "log-likelihoods a decoder wants; false: log-posteriors.")
 @click.option("--priors", default=None, help="Kaldi vector file of priors (binary or text) to use instead "
               "of the model's.")
-@click.option("--use-gpu", default="no", help="yes|no|wait.")
+@click.option("--use-gpu", default="no", help="yes|wait (a CUDA GPU or fail), optional, no.")
 @cmvn_options
 @click.argument("model")
 @click.argument("feats_rspecifier")

@@ -34,7 +34,7 @@ from nnet_tools.cli.common import program
 @click.option("--edits", default="",
               help="Model edits before training (nnet3-copy --edits), e.g. 'set-dropout-proportion name=* proportion=0.25'.")
 @click.option("--num-threads", type=int, default=0, help="CPU threads for torch (0 = torch's default).")
-@click.option("--use-gpu", default="yes", help="yes|no|wait; without CUDA, yes falls back to CPU.")
+@click.option("--use-gpu", default="optional", help="yes|wait (a CUDA GPU or fail), optional (the GPU if any, else CPU), no.")
 @click.option("--job", type=click.IntRange(min=1), default=None,
               help="With an egs dir: this job's number (JOB, from 1) in the iteration.")
 @click.option("--archives-processed", type=click.IntRange(min=0), default=0,

@@ -12,6 +12,7 @@ from nnet_tools.errors import NnetError
 from nnet_tools.fileio import write_text
 
 NAME = "manifest.json"
+MODEL = "model"   # the fingerprint of the run's models (model/structure.py), once 0.mdl is made
 SCHEDULE_FIELDS = ("srand", "num_epochs", "jobs_initial", "jobs_final", "jobs_step", "initial_lrate", "final_lrate",
                    "minibatch_size", "momentum", "max_param_change", "outer_method", "proportional_shrink",
                    "dropout_schedule", "shuffle_buffer_size", "backstitch_scale", "backstitch_interval",
@@ -52,12 +53,18 @@ def write(exp_dir, manifest):
     write_text(os.path.join(exp_dir, NAME), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
+def record_model(exp_dir, fingerprint):
+    """Add the run's model fingerprint to the dir's manifest (the driver, once it made 0.mdl)."""
+    write(exp_dir, {**(read(exp_dir) or {}), MODEL: fingerprint})
+
+
 def differences(old, new):
     """'key: old -> new' for every setting that differs; a start of {} (resuming without the
-    config or input model) matches any, and so does a setting an older manifest did not record."""
+    config or input model) matches any, and so does a setting an older manifest did not record.
+    The model fingerprint is not a setting: the models are checked against it one by one."""
     out = []
     for key in sorted(set(old) | set(new)):
-        if (key == "start" and not new.get("start")) or key not in old:
+        if (key == "start" and not new.get("start")) or key not in old or key == MODEL:
             continue
         if old.get(key) != new.get(key):
             out.append(f"{key}: {old.get(key)} -> {new.get(key)}")

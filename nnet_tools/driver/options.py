@@ -92,6 +92,8 @@ def check(opts, num_archives):
     for f in ("max_param_change", "proportional_shrink", "backstitch_scale"):
         need(0 <= getattr(opts, f) < math.inf, _flag(f), "finite and >= 0", getattr(opts, f))
     need(0 <= opts.momentum < 1, _flag("momentum"), "in [0, 1)", opts.momentum)
+    # Each job's seed is srand + iteration (+ 1000 per retry), and a program takes [0, 2^63).
+    need(0 <= opts.srand < 2 ** 62, _flag("srand"), "in [0, 2^62)", opts.srand)
     need(opts.shuffle_buffer_size >= 0, _flag("shuffle_buffer_size"), ">= 0", opts.shuffle_buffer_size)
     need(opts.max_retries >= 0, _flag("max_retries"), ">= 0", opts.max_retries)
     need(0 < opts.min_success_fraction <= 1, _flag("min_success_fraction"), "in (0, 1]", opts.min_success_fraction)

@@ -93,6 +93,7 @@ class OuterLoop:
         self.copy_cmvn_opts()
         if stage <= -1:
             self.init_model(config, input_model)
+            resume.record_run_model(self)
         self.say(f"{self.name}: will train for {self.opts.num_epochs} epochs = {self.num_iters} iterations")
         started, done = time.time(), 0
         for it, jobs, lrate, processed in self.plan:
@@ -134,7 +135,7 @@ class OuterLoop:
                                         self.path(f"{it + 1}.{job}.mdl"), job=job, srand_offset=srand_offset,
                                         data_fraction=processed / self.to_process)
         outputs = [self.path(f"{it + 1}.{j}.mdl") for j in range(1, jobs + 1)]
-        succeeded = self.jobs.run(it, jobs, command, commands.job_launcher_opts(self.opts))
+        succeeded = self.jobs.run(it, jobs, command, commands.job_launcher_opts(self.opts), self.mdl(it))
         objectives = {j: logparse.train_objective(self.jobs.log(it, j)) for j in succeeded}
         chosen = [succeeded[k] for k in select(it, [objectives[j] for j in succeeded])]
         if it == 0:

@@ -3,7 +3,9 @@ egs' shape against the model's, the dir's permissions and the stage asked for. N
 every job's log, after the jobs were retried."""
 import os
 import re
+import shlex
 
+from nnet_tools import device
 from nnet_tools.data.egs import read_info
 from nnet_tools.driver import dropout_schedule, options, schedule
 from nnet_tools.errors import NnetError
@@ -23,6 +25,7 @@ def check_run(opts, egs_dir, dir, num_archives, frames_per_eg):
         if SHELL_CHARS.search(path):  # $cmd re-quotes words as Kaldi's run.pl: only whitespace
             raise NnetError(f"{flag} {path!r}: shell characters in a path would be expanded by the task's "
                             f"shell; use a path without them")
+    check_gpu(opts)
     num_iters, to_process = schedule.num_iters(opts.num_epochs, num_archives, frames_per_eg,
                                                          opts.jobs_initial, opts.jobs_final)
     if not 1 <= num_iters <= options.MAX_ITERATIONS:
@@ -40,6 +43,19 @@ def check_run(opts, egs_dir, dir, num_archives, frames_per_eg):
         raise NnetError(f"--trainer.averaging-fanin must be 0 (one job averages all models) or at least 2, "
                         f"got {opts.averaging_fanin}")
     return num_iters, to_process
+
+
+def check_gpu(opts):
+    """--use-gpu yes or wait when $cmd runs the jobs on this machine, which has no usable GPU:
+    every job would fail (as Kaldi's do); an engine's jobs find out on their GPU nodes."""
+    if opts.use_gpu not in ("yes", "wait"):
+        return
+    words = shlex.split(opts.cmd or "")
+    local = words[:2] == ["nnet-queue", "local"] or (words and os.path.basename(words[0]) == "run.pl")
+    missing = local and device.cuda_missing()
+    if missing:
+        raise NnetError(f"--use-gpu {opts.use_gpu}: the jobs run on this machine (--cmd {opts.cmd!r}), where no "
+                        f"CUDA GPU is usable ({missing}); use --use-gpu no")
 
 
 def check_start(opts, egs_dir, num_iters, stage_flag, stage, config, input_model=None):

@@ -10,6 +10,7 @@ import re
 from nnet_tools.driver import manifest
 from nnet_tools.errors import NnetError
 from nnet_tools.model import model_io
+from nnet_tools.model.structure import fingerprint
 
 MODEL_RE = re.compile(r"(\d+)\.(?:(?:\d+\.)?mdl|outer)")  # N.mdl, the jobs' N.J.mdl, N.outer
 # An iteration's logs: train.N.J, select.N, average.N(.J), outer.N (they make N+1.mdl), and
@@ -40,29 +41,47 @@ def check_settings(path, old, new, started, remedy):
         raise Refused(f"{path}: {started} with other settings ({'; '.join(diffs)}); {remedy}")
 
 
-def whole_model(path, warn):
+def whole_model(path, warn, check=None):
     """Whether a run may resume from the model at ``path``: a model that does not load is passed
     over with a warning; one it may not read stops the resume, as it is not broken, only hidden,
-    and is not to be trained over."""
+    and is not to be trained over. ``check(path, blob)`` may refuse one that loads."""
     if not os.access(path, os.R_OK):
         raise NnetError(f"{path}: cannot resume from it: Permission denied")
     try:
-        model_io.read(path)
-        return True
+        blob = model_io.read(path)
     except NnetError as e:
         warn(f"not resuming from {path}: {e}")
         return False
+    if check:
+        check(path, blob)
+    return True
 
 
-def newest_whole(iters, models_of, warn, usable=lambda it: True):
+def newest_whole(iters, models_of, warn, usable=lambda it: True, check=None):
     """The first iteration of ``iters`` (newest first) whose models ``models_of(it)`` all exist
-    and load, and that is ``usable``; None if there is none."""
+    and load (and pass ``check``), and that is ``usable``; None if there is none."""
     for it in iters:
         paths = models_of(it)
         # A list, not a generator: every model that does not load gets its warning.
-        if all(os.path.exists(p) for p in paths) and usable(it) and all([whole_model(p, warn) for p in paths]):
+        if all(os.path.exists(p) for p in paths) and usable(it) and all([whole_model(p, warn, check) for p in paths]):
             return it
     return None
+
+
+def same_run(run_fingerprint, source, restart):
+    """A check for whole_model: a model of another shape than ``run_fingerprint`` (recorded in
+    ``source``) is refused, naming it; ``restart`` says how to start the run over."""
+    def check(path, blob):
+        got = fingerprint(blob)
+        if got == run_fingerprint:
+            return
+        if got["num-params"] != run_fingerprint["num-params"]:
+            what = f"{got['num-params']} parameters, where this run's models have {run_fingerprint['num-params']}"
+        else:
+            what = "its layers or tensor shapes differ from this run's models'"
+        raise Refused(f"{path}: not a model of this run: {what} ({source}); put the run's own model back, or "
+                      f"{restart}")
+    return check
 
 
 def remove_models_after(dir, stage, names=()):
@@ -94,49 +113,71 @@ def remove_logs_after(log_dir, stage):
 # -- the outer loop's resume (OuterLoop.run) --------------------------------------------------
 def start_stage(loop, stage, config, input_model):
     """The stage the outer loop ``loop`` starts at, once this run's settings are checked against
-    the dir's manifest, the stage's input models are found (else the dir is left as it was) and
-    what an earlier run made after it is removed."""
+    the dir's manifest, the stage's input models are found and are this run's (else the dir is
+    left as it was) and what an earlier run made after it is removed."""
     new = manifest.describe(loop.opts, loop.egs_dir, loop.num_archives, loop.frames_per_eg, config, input_model)
     old = None if stage == -1 else manifest.read(loop.dir)
+    check = None
     if old is None or not os.path.exists(loop.mdl(0)):  # nothing made yet: any settings may start it
         manifest.write(loop.dir, new)
         stage = -1 if stage is None else stage
     else:
         check_settings(loop.path(manifest.NAME), old, new, "this dir was started",
                        f"run with {loop.stage_flag} -1 to start it over, or use another --dir")
+        check = run_check(loop, old)
         if stage is None:
-            stage = resume_point(loop)
+            stage = resume_point(loop, check)
             if 0 <= stage <= loop.num_iters:
                 where = "the final combination" if stage == loop.num_iters else f"iteration {stage}"
                 loop.say(f"{loop.name}: resuming at {where} ({loop.mdl(stage)} is the newest complete model)")
     if stage <= loop.num_iters:
-        check_stage_inputs(loop, stage)
+        check_stage_inputs(loop, stage, check)
         remove_later(loop, stage)
     return stage
 
 
-def resume_point(loop):
+def record_run_model(loop):
+    """Once stage -1 made 0.mdl: its fingerprint into the manifest, for run_check."""
+    manifest.record_model(loop.dir, fingerprint(model_io.read(loop.mdl(0), mmap=True)))
+
+
+def run_check(loop, recorded):
+    """same_run against the fingerprint the manifest ``recorded``, or, in a dir an older version
+    started, 0.mdl's."""
+    if manifest.MODEL in recorded:
+        return same_run(recorded[manifest.MODEL], loop.path(manifest.NAME), f"start over with {loop.stage_flag} -1")
+    return same_run(fingerprint(model_io.read(loop.mdl(0), mmap=True)), f"as {loop.mdl(0)}",
+                    f"start over with {loop.stage_flag} -1")
+
+
+def resume_point(loop, check):
     """num_iters + 1 if the run is complete; else the newest iteration with a whole model."""
     if os.path.exists(loop.path("final.mdl")) and os.path.exists(loop.path("accuracy.report")):
         return loop.num_iters + 1
-    it = newest_whole(range(loop.num_iters, -1, -1), lambda it: [loop.mdl(it)], loop.warn, loop.resumable)
+    it = newest_whole(range(loop.num_iters, -1, -1), lambda it: [loop.mdl(it)], loop.warn, loop.resumable, check)
     return -1 if it is None else it
 
 
-def check_stage_inputs(loop, stage):
+def check_stage_inputs(loop, stage, check=None):
     """The models stage ``stage`` starts from must exist (cleanup keeps only every
-    --cleanup.preserve-interval-th, and final.mdl, once a run is done)."""
+    --cleanup.preserve-interval-th, and final.mdl, once a run is done), and be this run's."""
     if 0 <= stage < loop.num_iters:
         if not os.path.exists(loop.mdl(stage)):
             raise NnetError(f"cannot resume at iteration {stage}: {loop.mdl(stage)} does not exist")
         if not loop.resumable(stage):
             raise NnetError(f"cannot resume at iteration {stage}: {loop.path(f'{stage}.outer')} does not exist")
+        needed = [loop.mdl(stage)]
     elif stage == loop.num_iters:
         needed = [loop.mdl(i) for i in loop.combine_set] if loop.opts.do_final_combination else [loop.mdl(stage)]
         missing = [m for m in needed if not os.path.exists(m)]
         if missing:
             raise NnetError(f"cannot start at the final combination: {len(missing)} of its models do not exist "
                             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
+    else:
+        return
+    if check:
+        for path in needed:
+            check(path, model_io.read(path, mmap=True))
 
 
 def remove_later(loop, stage):

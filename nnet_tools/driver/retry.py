@@ -1,6 +1,7 @@
 """The retry policy for an iteration's training jobs: the jobs run as one array; each one that
 failed is re-run alone, up to --trainer.max-retries times (one that went non-finite with another
-seed); then the iteration goes on with the jobs that succeeded, if they are enough
+seed), unless its failure is one a retry cannot change (the input model does not load, the egs
+do not fit the model: the run stops at once); then the iteration goes on with the jobs that succeeded, if they are enough
 (--trainer.min-success-fraction), unless a failure was the egs' or a full disk's, which another
 job's model cannot stand in for.
 """
@@ -16,6 +17,9 @@ from nnet_tools.report import logparse
 NONFINITE_RE = re.compile(r"non-?finite|not finite", re.I)
 TRAINING_FAULT_RE = re.compile(r": minibatch \d+: |" + NONFINITE_RE.pattern, re.I)  # egs that were read, trained on
 DISK_FULL_RE = re.compile(r"No space left on device: ")   # fileio.write_error's words, quota or space
+# What the same inputs give on every retry (nnet-train-one-job's checks of the egs against the model).
+PERMANENT_RE = re.compile(r"egs context \(.*\) is smaller than the model's|feature dim \d+ does not match the "
+                          r"model's|target id -?\d+ >= model output dim")
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
 
@@ -29,9 +33,10 @@ class TrainingJobs:
     def log(self, it, job):
         return os.path.join(self.dir, "log", f"train.{it}.{job}.log")
 
-    def run(self, it, jobs, command, launcher_opts):
-        """Run iteration ``it``'s jobs (``command(job, srand_offset)`` is one's command line);
-        returns the jobs (1-based) that succeeded, when they are enough to go on with."""
+    def run(self, it, jobs, command, launcher_opts, model_in):
+        """Run iteration ``it``'s jobs (``command(job, srand_offset)`` is one's command line, and
+        ``model_in`` the model they all read); returns the jobs (1-based) that succeeded, when
+        they are enough to go on with."""
         try:
             self.launcher.run(f"train.{it}.JOB.log", command("JOB", 0), jobs=jobs, launcher_opts=launcher_opts)
             return list(range(1, jobs + 1))
@@ -46,6 +51,10 @@ class TrainingJobs:
                     succeeded.append(j)
                     break
                 went_nonfinite = bool(NONFINITE_RE.search(tasklog.read_tail(log)))
+                fault = self.error(it, j)
+                if fault and (fault.startswith(f"{model_in}: ") or PERMANENT_RE.search(fault)):
+                    raise NnetError(f"iteration {it}: job {j} failed: {fault} (not retried: the same inputs "
+                                    f"would fail the same way; see {log})")
                 if attempt > retries:
                     nonfinite += went_nonfinite
                     break

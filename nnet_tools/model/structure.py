@@ -1,5 +1,12 @@
 """What two models must share to be averaged, combined or compared (nnet-average-models,
-nnet-combine, nnet-outer-step, nnet-show-progress)."""
+nnet-combine, nnet-outer-step, nnet-show-progress), and what every model of one training run
+shares (the driver checks a model it resumes from against its run's)."""
+import hashlib
+import json
+
+import torch
+
+from nnet_tools.model.nnet import Nnet
 
 
 def structure_of(config, keys):
@@ -13,3 +20,14 @@ def structure_of(config, keys):
 def structure(model):
     """structure_of a loaded model: equal for two models that can be averaged or compared."""
     return structure_of(model.config, model.state_dict().keys())
+
+
+def fingerprint(blob):
+    """The parameter count and a hash of structure_of with every tensor's shape, of a model file's
+    dict (model_io.read): the same for all models of one run, whatever their iteration."""
+    with torch.device("meta"):   # the config's shapes, nothing allocated
+        params = sum(p.numel() for p in Nnet(blob["config"]).parameters())
+    config, keys = structure_of(blob["config"], blob["state"].keys())
+    shapes = [(k, list(blob["state"][k].shape)) for k in keys]
+    digest = hashlib.sha256(json.dumps([config, shapes], sort_keys=True, default=str).encode()).hexdigest()
+    return {"num-params": int(params), "structure": digest[:16]}

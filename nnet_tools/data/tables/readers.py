@@ -35,7 +35,7 @@ def _entries(rspecifier, value_type, is_pipe):
         impl.next()  # an archive reads its next entry here; failing, it just ends
         return value
 
-    key, finished = None, False
+    key, finished, seen = None, False, set()
     try:
         while not impl.done:
             kaldi.log_pending()  # reading went on, so earlier warnings were harmless
@@ -44,7 +44,13 @@ def _entries(rspecifier, value_type, is_pipe):
             except UnicodeDecodeError as e:
                 which = f"the key after '{key}'" if key is not None else "the first key"
                 raise NnetError(f"{kaldi.name}: {which} {not_utf8(e, offset=False)}") from None
-            yield key, kaldi(value_then_next, key=key)
+            value = kaldi(value_then_next, key=key)
+            # Refused as Kaldi's random-access readers refuse it: read in order, the second value
+            # would be trained on (or joined with another table's) as if it were another utterance.
+            if key in seen:
+                raise NnetError(f"{kaldi.name}: duplicate key '{key}'")
+            seen.add(key)
+            yield key, value
         finished = True
     finally:
         if not finished:
