@@ -75,10 +75,14 @@ def full_disk(tmp_path):
 
 @pytest.fixture
 def egs_info(tmp_path):
-    """An egs dir of info/ only (8 archives, 1 frame per eg) and an empty combine.egs: what the
+    """An egs dir of info/ only (8 archives, 1 frame per eg) and a two-eg combine.egs: what the
     driver reads of one when a RecordingLauncher (helpers.py) plays the jobs."""
+    import numpy as np
+    from nnet_tools.data import egs
     (tmp_path / "egs" / "info").mkdir(parents=True)
     for key, value in dict(num_archives=8, frames_per_eg=1).items():
         (tmp_path / "egs" / "info" / key).write_text(f"{value}\n")
-    (tmp_path / "egs" / "combine.egs").write_bytes(b"")   # the driver checks it is there; the recorder never reads it
+    # The driver checks it is whole before any work; the recorder never reads it.
+    egs.write_archive(str(tmp_path / "egs" / "combine.egs"), np.zeros((2, 3, 6), np.float32),
+                      np.zeros((2, 1), np.int32), ["a", "b"], 1, 1)
     return tmp_path / "egs"

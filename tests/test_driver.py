@@ -140,3 +140,18 @@ def test_too_many_jobs_and_missing_resume_model_fail_clearly(tmp_path):
     assert r.returncode != 0 and "cannot resume at iteration 2" in r.stderr
     r = run("python3", DRIVER, "--stage", "2", "--egs.dir", tmp_path / "egs", "--dir", tmp_path / "exp")
     assert r.returncode != 0 and "num-jobs-final 8 > number of archives 4" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["valid_diagnostic.egs", "combine.egs"])
+def test_truncated_diagnostic_or_combine_egs_stop_the_run_before_any_work(tmp_path, name):
+    """They only warned each iteration (the divergence check blind all run), or failed the run at
+    its end; now the driver names the file before it starts anything."""
+    write_egs_dir(tmp_path / "egs")
+    path = tmp_path / "egs" / name
+    path.write_bytes(path.read_bytes()[:-100])
+    (tmp_path / "model.yaml").write_text(SMALL_CONFIG)
+    r = run("python3", DRIVER, "--cmd", "nnet-queue local", "--config", tmp_path / "model.yaml",
+            "--trainer.optimization.num-jobs-final", "2", "--egs.dir", tmp_path / "egs", "--dir", tmp_path / "exp")
+    assert r.returncode == 1
+    assert f"steps/train_dnn.py: {path}: truncated egs archive" in r.stderr.splitlines()[-1]
+    assert not (tmp_path / "exp" / "0.mdl").exists()

@@ -6,7 +6,7 @@ import re
 import shlex
 
 from nnet_tools import device
-from nnet_tools.data.egs import read_info
+from nnet_tools.data.egs import EgsArchive, read_info
 from nnet_tools.driver import dropout_schedule, options, schedule
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import check_writable, make_dirs
@@ -68,6 +68,12 @@ def check_start(opts, egs_dir, num_iters, stage_flag, stage, config, input_model
     if opts.do_final_combination and not os.path.isfile(os.path.join(egs_dir, "combine.egs")):
         raise NnetError(f"{egs_dir}/combine.egs: no such file; the final combination needs it "
                         f"(or --trainer.optimization.do-final-combination false)")
+    # A truncated diagnostic archive only warned each iteration (the divergence check blind all
+    # run), a truncated combine.egs failed the run at its end.
+    subsets = ["valid_diagnostic.egs", "train_diagnostic.egs"] + (["combine.egs"] if opts.do_final_combination else [])
+    for name in subsets:
+        if os.path.exists(os.path.join(egs_dir, name)):
+            EgsArchive(os.path.join(egs_dir, name))
     if stage is not None and stage > -1:
         return
     if input_model:   # stage -1 copies it (a config is then not used)
