@@ -15,6 +15,7 @@ data=$1; lang=$2; srcdir=$3; dir=$4
 for f in $data/feats.scp $data/cmvn.scp $data/text $srcdir/final.mdl; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
+utils/validate_data_dir.sh --lang $lang $data   # OOVs counted; a text in the wrong case refused
 mkdir -p $dir/log
 utils/split_data.sh $data $nj
 sdata=$data/split$nj

@@ -25,6 +25,8 @@ srcdir=$(dirname $dir)
 for f in $graphdir/HCLG.fst $data/feats.scp $trans_model ${priors:+$priors}; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
+# Test words the graph cannot output are counted (each is an error in scoring); wrong case refused.
+utils/validate_data_dir.sh $([ -f $data/text ] || echo --no-text) --lang $graphdir $data
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
 utils/split_data.sh $data $nj

@@ -28,6 +28,9 @@ data=$1; lang=$2; dir=$3
 for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
+# The data dir as Kaldi's validate_data_dir.sh checks it, and its words against the lexicon's:
+# OOVs counted (nnet-gmm-align maps them to oov.txt's word), a text in the wrong case refused.
+utils/validate_data_dir.sh --lang $lang $data
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
 utils/split_data.sh $data $nj

@@ -299,3 +299,58 @@ def queued_jobs(engine, name):
         return set(out.split())
     r = subprocess.run(["qstat", "-j", name], capture_output=True, text=True)
     return set(re.findall(r"^job_number:\s+(\d+)", r.stdout, re.MULTILINE)) if r.returncode == 0 else set()
+
+
+# --- a data dir of one's own (recipes/spoken_digits from stage 1) --------------------------------
+
+def espeak_samples(text, voice="en-us", speed=160, rate=16000):
+    """int16 samples of ``text`` spoken by espeak-ng at ``rate`` Hz (espeak's own is 22050)."""
+    from math import gcd
+    from scipy.signal import resample_poly
+    out = subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", text],
+                         capture_output=True, check=True).stdout
+    x = np.frombuffer(out[out.find(b"data") + 8:][: (len(out) - out.find(b"data") - 8) // 2 * 2], "<i2")
+    g = gcd(rate, 22050)
+    x = resample_poly(x.astype(np.float64), rate // g, 22050 // g)
+    x = x + np.random.default_rng(len(text)).normal(0, 30, len(x))   # a noise floor: no all-zero frames
+    return np.clip(np.round(x), -32768, 32767).astype(np.int16)
+
+
+def write_own_data_dir(d, speakers, rate=16000, segments=False, gap=0.3):
+    """A Kaldi data dir as another synthesiser's recipe makes it: {speaker: (voice, [transcripts])}
+    -> d/{wav.scp,text,utt2spk,spk2utt} (and d/wav/*.wav). Utterance-ids are speaker-prefixed. With
+    ``segments``, each speaker's utterances are one recording, ``gap`` seconds apart, and d/segments
+    cuts them out; wav.scp then lists the recordings."""
+    import wave
+    d = Path(d)
+    (d / "wav").mkdir(parents=True, exist_ok=True)
+    text, utt2spk, wav_scp, segs = [], [], [], []
+    for spk in sorted(speakers):
+        voice, transcripts = speakers[spk]
+        pieces, t = [], 0.0
+        for i, words in enumerate(transcripts):
+            utt = f"{spk}-{i:03d}"
+            samples = espeak_samples(words.lower(), voice, rate=rate)
+            text.append(f"{utt} {words}\n")
+            utt2spk.append(f"{utt} {spk}\n")
+            if segments:
+                segs.append(f"{utt} {spk}-rec {t:.3f} {t + len(samples) / rate:.3f}\n")
+                pieces += [samples, np.zeros(int(gap * rate), np.int16)]
+                t += len(samples) / rate + int(gap * rate) / rate
+            else:
+                pieces.append((utt, samples))
+        recordings = [(f"{spk}-rec", np.concatenate(pieces))] if segments else pieces
+        for name, samples in recordings:
+            with wave.open(str(d / "wav" / f"{name}.wav"), "wb") as w:
+                w.setnchannels(1), w.setsampwidth(2), w.setframerate(rate)
+                w.writeframes(samples.tobytes())
+            wav_scp.append(f"{name} {d / 'wav' / name}.wav\n")
+    for name, lines in (("text", text), ("utt2spk", utt2spk), ("wav.scp", wav_scp), ("segments", segs)):
+        if lines:
+            (d / name).write_text("".join(sorted(lines)))
+    spk2utt = {}
+    for line in sorted(utt2spk):
+        utt, spk = line.split()
+        spk2utt.setdefault(spk, []).append(utt)
+    (d / "spk2utt").write_text("".join(f"{s} {' '.join(u)}\n" for s, u in spk2utt.items()))
+    return d

@@ -93,11 +93,12 @@ def test_align_counts_failures(setup, tmp_path):
     (tmp_path / "text").write_text("good one two\noov one eleven\nshort one two three\n")
     r = run("nnet-gmm-align", "--equal", d / "0.mdl", d / "lang", f"ark:{tmp_path}/feats.ark", tmp_path / "text",
             f"ark:{tmp_path}/ali.ark", check=True)
-    assert "word 'eleven' is not in words.txt" in r.stderr
+    # an OOV word is mapped to oov.txt's word, as Kaldi's sym2int.pl --map-oov, and counted
+    assert f"text: 1 word not in {d}/lang/words.txt (eleven 1): mapped to '!SIL'" in r.stderr
     assert "Did not successfully align utterance short, len = 5" in r.stderr
-    assert "Done 1, errors on 2" in r.stderr and "Traceback" not in r.stderr
+    assert "Done 2, errors on 1" in r.stderr and "Traceback" not in r.stderr
     ali = dict(tables.read_int_vectors(f"ark:{tmp_path}/ali.ark"))
-    assert list(ali) == ["good"] and len(ali["good"]) == 60
+    assert list(ali) == ["good", "oov"] and len(ali["good"]) == 60
     # ali-to-pdf maps every transition-id through the model
     r = run("nnet-ali-to-pdf", d / "0.mdl", f"ark:{tmp_path}/ali.ark", f"ark:{tmp_path}/pdf.ark", check=True)
     pdf = dict(tables.read_int_vectors(f"ark:{tmp_path}/pdf.ark"))["good"]

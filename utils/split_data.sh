@@ -16,11 +16,18 @@ for j in $(seq $n); do mkdir -p $dir/$j; done
 # Speaker k goes to job (k mod n) + 1; every per-utterance file follows its speaker.
 awk -v n=$n -v dir=$dir '{ j = (NR - 1) % n + 1; print > (dir "/" j "/spk2utt");
   for (i = 2; i <= NF; i++) print $i, j > (dir "/utt2job") }' $data/spk2utt
-for f in utt2spk text wav.scp feats.scp synth.plan; do
+# With a segments file, wav.scp lists recordings: each job gets those its segments cut from.
+per_utt="utt2spk text feats.scp synth.plan segments"; [ -f $data/segments ] || per_utt="$per_utt wav.scp"
+for f in $per_utt; do
   [ -f $data/$f ] || continue
   awk -v dir=$dir -v f=$f 'NR == FNR { job[$1] = $2; next } ($1 in job) { print > (dir "/" job[$1] "/" f) }' \
     $dir/utt2job $data/$f
 done
+if [ -f $data/segments ] && [ -f $data/wav.scp ]; then
+  for j in $(seq $n); do
+    awk 'NR == FNR { r[$2] = 1; next } ($1 in r)' $dir/$j/segments $data/wav.scp > $dir/$j/wav.scp
+  done
+fi
 if [ -f $data/cmvn.scp ]; then
   for j in $(seq $n); do
     awk 'NR == FNR { s[$1] = 1; next } ($1 in s)' $dir/$j/spk2utt $data/cmvn.scp > $dir/$j/cmvn.scp

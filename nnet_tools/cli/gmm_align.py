@@ -28,6 +28,8 @@ def main(equal, beam, retry_beam, careful, acoustic_scale, transition_scale, sel
          model, lang_dir, feats_rspecifier, text, ali_wspecifier):
     """Align utterances to their transcripts (compile-train-graphs + gmm-align-compiled, or
     align-equal-compiled with --equal). Failures are counted and reported, as Kaldi's are.
+    Words not in LANG_DIR/words.txt are mapped to LANG_DIR/oov.txt's word and counted (Kaldi's
+    sym2int.pl --map-oov); a word there only in another case ('ONE' for 'one') is an error.
     TEXT is the transcripts file, ark:FILE, or '-' / 'ark:-' for stdin.
 
     \b
@@ -37,7 +39,10 @@ def main(equal, beam, retry_beam, careful, acoustic_scale, transition_scale, sel
     mdl = gmm.load(model)
     lng = langdir.load(lang_dir)
     compiler = align.GraphCompiler(mdl, lng, fstio.read_fst(f"{lang_dir}/L.fst"), f"{model} with {lang_dir}")
-    refs = transcripts.read_text(text)
+    # As Kaldi's steps do with sym2int.pl --map-oov: OOV words become the lang dir's oov.txt word.
+    refs, oov_line = transcripts.map_oovs(transcripts.read_text(text), lang_dir, text)
+    if oov_line:
+        logger.warning(oov_line)
     aligner = align.Aligner(mdl, beam, retry_beam, careful, acoustic_scale, transition_scale, self_loop_scale)
     done = failed = 0
     with tables.IntVectorWriter(ali_wspecifier) as writer:

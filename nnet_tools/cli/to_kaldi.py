@@ -16,9 +16,9 @@ from nnet_tools.cli.common import program
 def main(model, out, binary, transition_model):
     """Export MODEL to Kaldi's nnet3 format, as nnet3-am-init / nnet3-copy write it: affine layers
     (NaturalGradientAffineComponent), ReLU/sigmoid/tanh, batch-norm and dropout in test mode, TDNN
-    splices as Append(Offset(...)) descriptors, the presoftmax scale and the log-softmax. Kaldi's
-    decoders (nnet3-latgen-faster) and vosk load the final.mdl; apply the same CMVN to the features
-    as the model was trained with.
+    splices as Append(Offset(...)) descriptors, the presoftmax scale and the log-softmax: the
+    final.mdl that Kaldi's decoders (nnet3-latgen-faster) and vosk read. Apply the same CMVN to
+    the features as the model was trained with.
 
     \b
     Examples:

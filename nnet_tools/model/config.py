@@ -189,16 +189,29 @@ def normalize(raw, where="<config>"):
             "layers": layers}
 
 
-def load(path):
-    """Read and normalise a YAML model config file."""
+def _read_raw(path):
     try:
         with open(path) as f:
-            raw = yaml_load(f)
+            return yaml_load(f)
     except (OSError, UnicodeDecodeError) as e:
         raise read_error(path, "model config", e) from None
     except yaml.YAMLError as e:
         raise NnetError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    return normalize(raw, str(path))
+
+
+def load(path):
+    """Read and normalise a YAML model config file."""
+    return normalize(_read_raw(path), str(path))
+
+
+def load_with_output_dim(path, dim):
+    """(normalised config, its YAML text) of a config file with the output layer's dim set to
+    ``dim``, as xconfig's 'output-layer dim=$num_pdfs': a recipe's config need not know the
+    pdf count of the alignments it is trained on."""
+    raw = _read_raw(path)
+    normalize(raw, str(path))  # a fault in the file itself is named as the file's
+    raw["layers"][-1]["dim"] = dim
+    return normalize(raw, f"{path} with output dim {dim}"), yaml.safe_dump(raw, sort_keys=False)
 
 
 def to_yaml(cfg):

@@ -5,9 +5,11 @@
 # log-likelihoods (log-posterior - log-prior) -> HCLG decoding -> WER, against the GMM baseline.
 # Stages: 0 data; 1 features; 2 lang; 3 monophone GMM; 4 alignments, targets; 5 graph, GMM decode;
 # 6 egs; 7 DNN with 1 job; 8 DNN with the 2 -> 4 jobs ramp; 9 DNN decodes; 10 summary.
-# Run from this directory:  ./run.sh [--stage N] [--num-utts 1000]
+# Run from this directory:  ./run.sh [--stage N] [--stop-stage N] [--num-utts 1000]
+# Your own data: put Kaldi data dirs in data/train and data/test and start at stage 1 (docs/speech.md).
 set -euo pipefail
 stage=0
+stop_stage=10
 num_utts=1000        # train + test; e.g. 50000 for a large run
 num_speakers=50
 nj=2
@@ -24,11 +26,12 @@ max_egs_per_archive=100000   # Kaldi: --samples-per-iter 400000
 export PATH=$PWD/utils:$PATH
 mkdir -p exp
 times=exp/stage_times
-[ $stage -le 0 ] && : > $times
+if [ $stage -le 0 ] || [ ! -f $times ]; then : > $times; fi   # --stage N in a fresh dir starts it too
 t0=$(date +%s)
 stage_done() { local t=$(date +%s); sed -i "/^$1 /d" $times; echo "$1 $((t - t0))" >> $times; t0=$t; }
+run_stage() { [ $stage -le $1 ] && [ $1 -le $stop_stage ]; }   # --stop-stage 5: up to the GMM decode
 
-if [ $stage -le 0 ]; then
+if run_stage 0; then
   command -v espeak-ng > /dev/null || { echo "$0: espeak-ng not found (apt-get install espeak-ng)" 1>&2; exit 1; }
   local/prepare_data.py --num-utts $num_utts --num-speakers $num_speakers data wav
   for x in train test; do
@@ -38,53 +41,56 @@ if [ $stage -le 0 ]; then
   stage_done data
 fi
 
-if [ $stage -le 1 ]; then
+if run_stage 1; then
   for x in train test; do
     steps/make_feats.sh --feat-type mfcc --conf conf/mfcc.conf --nj $nj --cmd "$train_cmd" data/$x exp/make_mfcc/$x mfcc
     steps/compute_cmvn_stats.sh data/$x exp/make_mfcc/$x mfcc
     # The DNN's data dir: 40 fbank + per-speaker CMVN stats (get_egs and nnet-compute apply them).
     mkdir -p data/${x}_fbank
     cp data/$x/{wav.scp,text,utt2spk,spk2utt} data/${x}_fbank/
+    [ -f data/$x/segments ] && cp data/$x/segments data/${x}_fbank/
     steps/make_feats.sh --feat-type fbank --conf conf/fbank.conf --nj $nj --cmd "$train_cmd" data/${x}_fbank exp/make_fbank/$x fbank
     steps/compute_cmvn_stats.sh data/${x}_fbank exp/make_fbank/$x fbank
   done
   stage_done features
 fi
 
-if [ $stage -le 2 ]; then
+if run_stage 2; then
   nnet-prepare-lang --sil-prob 0.5 local/dict/lexicon.txt data/lang 2> exp/prepare_lang.log
   stage_done lang
 fi
 
-if [ $stage -le 3 ]; then
+if run_stage 3; then
   steps/train_mono.sh --nj $nj --cmd "$train_cmd" --num-iters $mono_iters --totgauss $totgauss \
     --max-iter-inc $((mono_iters * 3 / 4)) --realign-iters "1 2 3 4 5 6 7 8 9 10 12 14 16 18" \
     data/train data/lang exp/mono
   stage_done mono
 fi
 
-if [ $stage -le 4 ]; then
+if run_stage 4; then
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/mono exp/mono_ali
   # ali-to-pdf: the DNN's per-frame targets; their counts are the priors (Kaldi's default).
   $train_cmd exp/mono_ali/log/ali_to_pdf.log nnet-ali-to-pdf exp/mono_ali/final.mdl "ark:cat exp/mono_ali/ali.*.ark |" \
     ark,scp:$PWD/exp/mono_ali/pdf.ark,data/train_fbank/targets.scp
   num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
+  [ -n "$num_pdfs" ] || { echo "$0: no pdf count in exp/mono/log/init.log" 1>&2; exit 1; }
   $train_cmd exp/mono_ali/log/sum_pdf_counts.log nnet-sum-pdf-counts --counts-dim $num_pdfs --normalize false \
     scp:data/train_fbank/targets.scp exp/mono_ali/pdf_counts
   stage_done align
 fi
 
-if [ $stage -le 5 ]; then
+if run_stage 5; then
   utils/mkgraph.sh data/lang exp/mono exp/mono/graph
   steps/decode.sh --nj $nj --cmd "$train_cmd" exp/mono/graph data/test exp/mono/decode_test
   stage_done gmm_decode
 fi
 
-num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
-if [ $stage -le 6 ]; then
-  sed "s/dim: 62}/dim: $num_pdfs}/" conf/model.yaml > exp/model.yaml
+if run_stage 6; then
+  # The output layer: one output per pdf of the alignment model, whatever conf/model.yaml says.
+  nnet-init --output-dim-from exp/mono_ali/final.mdl --write-config exp/model.yaml conf/model.yaml \
+    exp/model_context.mdl 2> exp/model_init.log || { tail -1 exp/model_init.log 1>&2; exit 1; }
+  num_pdfs=$(tr -d '[]' < exp/mono_ali/pdf_counts | wc -w)
   # The egs carry the model's context (nnet3-info's left-context / right-context).
-  nnet-init exp/model.yaml exp/model_context.mdl 2> /dev/null
   left=$(nnet-info exp/model_context.mdl 2> /dev/null | awk '/^left-context/ {print $2}')
   right=$(nnet-info exp/model_context.mdl 2> /dev/null | awk '/^right-context/ {print $2}')
   rm exp/model_context.mdl
@@ -110,16 +116,16 @@ train_dnn() {  # <dir> <jobs-initial> <jobs-final>
   # log-likelihoods = log-posterior - log-prior.
   $train_cmd $1/log/adjust_priors.log nnet-adjust-priors $1/final.mdl exp/mono_ali/pdf_counts $1/final.mdl
 }
-if [ $stage -le 7 ] && $dnn_1job; then
+if run_stage 7 && $dnn_1job; then
   train_dnn exp/nnet_1job 1 1
   stage_done dnn_1job
 fi
-if [ $stage -le 8 ]; then
+if run_stage 8; then
   train_dnn exp/nnet 2 4
   stage_done dnn_ramp
 fi
 
-if [ $stage -le 9 ]; then
+if run_stage 9; then
   for d in exp/nnet_1job exp/nnet; do
     [ -f $d/final.mdl ] || continue
     steps/decode.sh --nj $nj --cmd "$train_cmd" --nnet $d/final.mdl --cmvn-opts "$(cat exp/egs/cmvn_opts)" \
@@ -128,7 +134,7 @@ if [ $stage -le 9 ]; then
   stage_done dnn_decode
 fi
 
-if [ $stage -le 10 ]; then
+if run_stage 10; then
   echo "Best WERs (held-out speakers):"
   for x in exp/*/decode*; do [ -d $x ] && grep -H WER $x/wer_* | utils/best_wer.sh; done
   echo

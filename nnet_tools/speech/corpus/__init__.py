@@ -1,4 +1,6 @@
 """Stage 1, the corpus: connected-digit utterances synthesised offline with espeak-ng (speakers,
-plans, waveforms, written as a Kaldi data dir) in synth.py, and Kaldi ``text`` transcript files
-('utt word1 word2 ...') in transcripts.py, which training and scoring read.
+plans, waveforms, written as a Kaldi data dir) in synth.py; Kaldi ``text`` transcript files
+('utt word1 word2 ...') and their words against a lang dir's in transcripts.py, which training and
+scoring read; a data dir of any origin checked as Kaldi's validate_data_dir.sh checks it, and its
+``segments`` file, in datadir.py.
 """

@@ -157,10 +157,7 @@ def read_wav(rxfilename, where, channel=-1):
     """(rate, float32 samples in int16 scale) of one channel of a wav file or command, as
     compute-mfcc-feats picks it: --channel=-1 is the first, with a warning if there are more;
     None when the file has no such channel (Kaldi: 'producing no output')."""
-    try:
-        rate, data = tables.read_wave(rxfilename, name=f"{where}: {rxfilename}")
-    except NnetError as e:
-        raise NnetError(f"{where}: cannot read wav {str(e).removeprefix(f'{where}: ')}") from None
+    rate, data = read_channels(rxfilename, where)
     if channel == -1:
         if len(data) != 1:
             logger.warning(f"{where}: channel not specified but you have data with {len(data)} channels; "
@@ -170,6 +167,14 @@ def read_wav(rxfilename, where, channel=-1):
         logger.warning(f"{where}: {len(data)} channels but you specified channel {channel}, producing no output")
         return rate, None
     return rate, data[channel]
+
+
+def read_channels(rxfilename, where):
+    """(rate, [channels x samples]) of a wav file or command."""
+    try:
+        return tables.read_wave(rxfilename, name=f"{where}: {rxfilename}")
+    except NnetError as e:
+        raise NnetError(f"{where}: cannot read wav {str(e).removeprefix(f'{where}: ')}") from None
 
 
 def read_wav_scp(specifier):
@@ -197,8 +202,10 @@ def compute(opts, samples, rate, where):
     """Feature matrix (frames x dim) of one waveform, as compute-{mfcc,fbank}-feats gives."""
     import kaldi_native_fbank as knf
     if abs(rate - opts.frame_opts.samp_freq) > 0.5:
-        raise NnetError(f"{where}: sample rate {rate} Hz does not match --sample-frequency="
-                        f"{opts.frame_opts.samp_freq:g}")
+        wanted = opts.frame_opts.samp_freq
+        raise SampleRateMismatch(f"{where}: sample rate {rate:g} Hz does not match --sample-frequency={wanted:g} "
+                                 f"(the features' conf file): resample the audio to {wanted:g} Hz (in wav.scp: "
+                                 f"'utt sox FILE -r {wanted:g} -t wav - |') or set --sample-frequency={rate:g}")
     computer = knf.OnlineMfcc(opts) if isinstance(opts, knf.MfccOptions) else knf.OnlineFbank(opts)
     computer.accept_waveform(float(rate), samples)
     computer.input_finished()
@@ -208,18 +215,21 @@ def compute(opts, samples, rate, where):
     return np.stack([computer.get_frame(i) for i in range(n)]).astype(np.float32)
 
 
-def compute_table(opts, wave, wav_scp, writer, log):
+class SampleRateMismatch(NnetError):
+    """A wav at another rate than --sample-frequency: the conf file, or the whole data dir, is
+    wrong, not this one file; so the program stops on it rather than skip it."""
+
+
+def compute_table(opts, wave, wav_scp, writer, log, segments=None):
     """Features of every utterance of wav_scp into ``writer``, with WaveOptions ``wave``; a bad
-    wav is counted, not fatal. Returns (done, failed), as Kaldi's compute-mfcc-feats reports them.
+    wav is counted, not fatal, but a wav at another sample rate stops it. With ``segments``
+    (datadir.read_segments' list) wav_scp holds recordings, and each segment is cut from its
+    recording as Kaldi's extract-segments cuts it. Returns (done, failed), as Kaldi's
+    compute-mfcc-feats reports them.
     """
     done = failed = 0
-    for utt, rxfilename in read_wav_scp(wav_scp):
-        where = f"{wav_scp}: utt '{utt}'"
-        try:
-            feats = utterance_features(opts, wave, rxfilename, where)
-        except NnetError as e:
-            log.warning(f"{e}; skipping it")
-            feats = None
+    for utt, feats in (_segment_features(opts, wave, wav_scp, segments, log) if segments is not None
+                       else _utterance_features(opts, wave, wav_scp, log)):
         if feats is None:
             failed += 1
             continue
@@ -228,12 +238,65 @@ def compute_table(opts, wave, wav_scp, writer, log):
     return done, failed
 
 
+def _utterance_features(opts, wave, wav_scp, log):
+    for utt, rxfilename in read_wav_scp(wav_scp):
+        where = f"{wav_scp}: utt '{utt}'"
+        yield utt, _or_skip(log, utterance_features, opts, wave, rxfilename, where)
+
+
+def _or_skip(log, fn, *args):
+    try:
+        return fn(*args)
+    except SampleRateMismatch:
+        raise
+    except NnetError as e:
+        log.warning(f"{e}; skipping it")
+        return None
+
+
+def _segment_features(opts, wave, wav_scp, segments, log, max_overshoot=0.5, min_length=0.1):
+    """(utt, features or None) per segment, as extract-segments | compute-*-feats: [start, end)
+    seconds of the recording's channel; an end up to max_overshoot past the recording's is cut
+    to it; further past, or a segment shorter than min_length, is skipped with a warning."""
+    recordings, last = dict(read_wav_scp(wav_scp)), (None, None)
+    for utt, reco, start, end, channel in segments:
+        where = f"{wav_scp}: segment '{utt}' of recording '{reco}'"
+        if reco not in recordings:
+            log.warning(f"{where}: no such recording in {wav_scp}; skipping it")
+            yield utt, None
+            continue
+        if last[0] != reco:  # segments come sorted, so each recording is read once
+            last = reco, _or_skip(log, read_channels, recordings[reco], f"{wav_scp}: recording '{reco}'")
+        if last[1] is None:
+            yield utt, None
+            continue
+        rate, data = last[1]
+        if channel == -1 and len(data) > 1:
+            raise NnetError(f"{where}: the recording has {len(data)} channels: give the channel in the segments file")
+        begin, stop, total = int(start * rate), (len(data[0]) if end == -1 else int(end * rate)), len(data[0])
+        problem = (f"starts at sample {begin}, past the recording's {total}" if begin >= total else
+                   f"ends at sample {stop}, more than {max_overshoot:g} s past the recording's {total}"
+                   if stop >= total + int(max_overshoot * rate) else
+                   f"shorter than {min_length:g} s" if min(stop, total) <= begin + int(min_length * rate) else
+                   f"channel {channel}, but the recording has {len(data)}" if channel >= len(data) else None)
+        if problem:
+            log.warning(f"{where}: {problem}; skipping it")
+            yield utt, None
+            continue
+        samples = data[max(channel, 0)][begin:min(stop, total)]
+        yield utt, _or_skip(log, _features_of, opts, wave, rate, samples, where)
+
+
 def utterance_features(opts, wave, rxfilename, where):
     """One utterance's features, as compute_table makes them; None for no output (no such
     channel, shorter than --min-duration), with a warning."""
     rate, samples = read_wav(rxfilename, where, wave.channel)
     if samples is None:
         return None
+    return _features_of(opts, wave, rate, samples, where)
+
+
+def _features_of(opts, wave, rate, samples, where):
     if len(samples) < wave.min_duration * rate:
         logger.warning(f"{where}: too short ({len(samples) / rate:g} sec): producing no output")
         return None
