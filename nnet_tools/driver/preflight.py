@@ -27,7 +27,7 @@ def check_run(opts, egs_dir, dir, num_archives, frames_per_eg):
                             f"shell; use a path without them")
     check_gpu(opts)
     num_iters, to_process = schedule.num_iters(opts.num_epochs, num_archives, frames_per_eg,
-                                                         opts.jobs_initial, opts.jobs_final)
+                                               opts.jobs_initial, opts.jobs_final)
     if not 1 <= num_iters <= options.MAX_ITERATIONS:
         raise NnetError(f"--trainer.num-epochs {opts.num_epochs} gives {num_iters} iterations on "
                         f"{num_archives} archives of {frames_per_eg} frames per eg; need 1 to {options.MAX_ITERATIONS}")

@@ -144,10 +144,10 @@ def record_run_model(loop):
 def run_check(loop, recorded):
     """same_run against the fingerprint the manifest ``recorded``, or, in a dir an older version
     started, 0.mdl's."""
+    restart = f"start over with {loop.stage_flag} -1"
     if manifest.MODEL in recorded:
-        return same_run(recorded[manifest.MODEL], loop.path(manifest.NAME), f"start over with {loop.stage_flag} -1")
-    return same_run(fingerprint(model_io.read(loop.mdl(0), mmap=True)), f"as {loop.mdl(0)}",
-                    f"start over with {loop.stage_flag} -1")
+        return same_run(recorded[manifest.MODEL], loop.path(manifest.NAME), restart)
+    return same_run(fingerprint(model_io.read(loop.mdl(0), mmap=True)), f"as {loop.mdl(0)}", restart)
 
 
 def resume_point(loop, check):
