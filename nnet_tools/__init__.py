@@ -3,8 +3,8 @@
 The package in layers, lowest first; a module imports only from its own layer or lower ones
 (tests/test_layers.py holds this):
 
-1. base: the modules at the top of the package (errors, log, fileio, procs, heap, device,
-   cpp_stderr): error type, Kaldi-style logging, atomic writes, processes, signals.
+1. base: the modules at the top of the package (errors, log, fileio, dir_lock, procs, heap,
+   device, cpp_stderr): error type, Kaldi-style logging, atomic writes, dir locks, processes, signals.
 2. data: Kaldi tables, the egs format and its dumping, CMVN, corpus readers.
 3. model: configs, networks and layers, natural gradient (model/ng), model files, partitions.
 4. evaluate: forward passes and objectives over tables and egs, model summaries, progress.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kaldi's steps/decode.sh for a GMM (gmm-compute-likes | decode-faster-mapped, best path), or, with
 # --nnet MODEL, the hybrid DNN: log-likelihoods = log-posteriors - log-priors from nnet-compute.
+# CMVN: per speaker from DATA/cmvn.scp, or online or global as MODEL's dir records (below).
 # Then scoring: DECODE_DIR/wer_<lmwt> with lmwt = 1/acoustic-scale.
 help_message="Usage: steps/decode.sh [options] <graph-dir> <data-dir> <decode-dir>
  e.g.: steps/decode.sh --nj 4 --cmd \"\$train_cmd\" exp/mono/graph data/test exp/mono/decode_test
@@ -34,6 +35,15 @@ sdata=$data/split$nj
 # CMVN as Kaldi applies it, when the data dir has cmvn.scp (a dir of normalised features has none).
 feats="scp:$sdata/JOB/feats.scp"
 [ -f $data/cmvn.scp ] && feats="ark:nnet-apply-cmvn $cmvn_opts --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- |"
+# A DNN trained on online or global CMVN (steps/get_egs.sh --online-cmvn / --global-cmvn, copied
+# into its dir by training) gets the same here: online from the training features' global
+# statistics, each utterance on its own; or their one global mean.
+mdir=$([ -n "$nnet" ] && dirname $nnet || true)
+if [ -n "$nnet" ] && [ -f $mdir/online_cmvn ]; then
+  feats="ark:nnet-apply-cmvn-online $cmvn_opts $mdir/global_cmvn.stats scp:$sdata/JOB/feats.scp ark:- |"
+elif [ -n "$nnet" ] && [ -f $mdir/global_cmvn.stats ]; then
+  feats="ark:nnet-apply-cmvn $cmvn_opts $mdir/global_cmvn.stats scp:$sdata/JOB/feats.scp ark:- |"
+fi
 if [ -z "$nnet" ]; then
   likes="nnet-gmm-compute-likes $trans_model \"${feats%|}| nnet-add-deltas ark:- ark:- |\" ark:-"
   [ -f $data/cmvn.scp ] || likes="nnet-gmm-compute-likes $trans_model \"ark:nnet-add-deltas $feats ark:- |\" ark:-"

@@ -202,7 +202,7 @@ class RecordingLauncher:
         import torch
         from nnet_tools.model import config, model_io
         from nnet_tools.model.nnet import Nnet
-        self.log_dir, self.objectives, self.commands = log_dir, objectives, []
+        self.log_dir, self.objectives, self.commands, self.launcher_opts = log_dir, objectives, [], {}
         self.fails, self.valid, self.attempts = fails or (lambda it, j, attempt: None), valid, {}
         torch.manual_seed(0)
         self.model = os.path.join(log_dir, "..", "tiny.mdl.src")
@@ -211,6 +211,7 @@ class RecordingLauncher:
     def run(self, log, command, jobs=None, launcher_opts=()):
         from nnet_tools.driver.launcher import LaunchFailed
         self.commands.append((log, [str(c) for c in command]))
+        self.launcher_opts[log] = list(launcher_opts)
         failed = False
         for j in range(1, (jobs or 1) + 1):
             argv = [str(c).replace("JOB", str(j)) for c in command]
@@ -229,14 +230,19 @@ class RecordingLauncher:
         if failed:
             raise LaunchFailed(os.path.join(self.log_dir, log))
 
+    is_nnet_queue = True   # it plays nnet-queue: the driver passes it --stall-limit and --max-wait
+
     def start(self, log, command, launcher_opts=()):
-        assert list(launcher_opts) == ["--num-threads", "1"]  # diagnostics never compete with the jobs' threads
+        # Diagnostics never compete with the jobs' threads, nor are they stopped by the jobs' stall limit.
+        assert list(launcher_opts[:4]) == ["--num-threads", "1", "--stall-limit", "0"], launcher_opts
+        self.launcher_opts[log] = list(launcher_opts)
         self.commands.append((log, [str(c) for c in command]))
         m = re.fullmatch(r"compute_prob_valid\.(\d+)\.log", log)
-        if m and self.valid:
-            with open(os.path.join(self.log_dir, log), "w") as f:
+        with open(os.path.join(self.log_dir, log), "w") as f:   # finished, as nnet-queue's footer says
+            if m and self.valid:
                 f.write(f"LOG (nnet-compute-prob[x]:f():d.py:1) Overall log-likelihood for 'output' is "
                         f"{self.valid(int(m.group(1)))} per frame, over 300 frames.\n")
+            f.write("# Ended (code 0) at now, elapsed time 0 seconds\n")
 
     num_started = 0   # background commands run at once here
 

@@ -80,6 +80,31 @@ def test_killed_training_job_is_retried_and_the_run_finishes_as_if_undisturbed(s
     assert same_model(final_state(exp), clean)
 
 
+def stop_job_2_of_iteration_1(exp):
+    """SIGSTOP the training program of job 2, iteration 1: it holds its cores and says nothing more."""
+    victim = wait_for(lambda: processes("--job=2 --archives-processed=2 ", f"{exp}/1.mdl",
+                                        exclude=("nnet-queue", "guard.py", "bash")), timeout=600,
+                      what="job 2 of iteration 1")
+    os.kill(victim[0], signal.SIGSTOP)
+
+
+def test_a_stopped_job_is_stopped_at_its_stall_limit_and_the_run_finishes_as_if_undisturbed(setup):
+    """Default options: the limit is 4 x iteration 0's longest job, at least 60 s (it once waited
+    forever, the lock's heartbeat fresh)."""
+    tmp, clean = setup
+    exp = tmp / "stop_job"
+    p = start(tmp, exp)
+    stop_job_2_of_iteration_1(exp)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-2000:]
+    # 60 s, unless iteration 0's jobs took over 15 s on a loaded machine
+    limit = re.search(r"job 2 of iteration 1 stalled \(its log did not grow for (\d+) s\) and was stopped", err)
+    assert limit and int(limit[1]) >= 60 and "retry 1/2" in err, err[-2000:]
+    assert f"stalled: its log did not grow for {limit[1]} s (--stall-limit): killed" in \
+        (exp / "log" / "train.1.2.log.failed.1").read_text()
+    assert same_model(final_state(exp), clean)
+
+
 def test_killed_driver_leaves_no_task_and_the_same_command_resumes(setup):
     tmp, clean = setup
     exp = tmp / "kill_driver"
@@ -214,3 +239,26 @@ def test_a_job_cancelled_on_the_engine_is_retried_and_the_run_ends_as_undisturbe
     final = final_state(exp)
     assert all(torch.allclose(final[k], clean[k], atol=1e-4) for k in clean)
     assert valid_accuracy(exp) == valid_accuracy(tmp / "clean")
+
+
+@pytest.mark.cluster
+def test_a_stopped_job_on_slurm_is_cancelled_at_its_stall_limit_and_retried(setup):
+    """As locally, with default options: the task RUNNING, its log silent, is cancelled."""
+    require("slurm")
+    tmp, clean = setup
+    exp = tmp / "stop_slurm"
+    argv = driver_argv(tmp, exp)
+    argv[argv.index("--cmd") + 1] = "nnet-queue slurm --mem 1G"
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stop_job_2_of_iteration_1(exp)
+        out, err = p.communicate(timeout=900)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err[-3000:]
+    limit = re.search(r"job 2 of iteration 1 stalled \(its log did not grow for (\d+) s\) and was stopped", err)
+    assert limit and int(limit[1]) >= 60, err[-3000:]
+    assert f"stalled: its log did not grow for {limit[1]} s (--stall-limit): cancelled" in \
+        (exp / "log" / "train.1.2.log.failed.1").read_text()
+    final = final_state(exp)
+    assert all(torch.allclose(final[k], clean[k], atol=1e-4) for k in clean)

@@ -1,6 +1,7 @@
 """The outer loop's rules, without training: selection, averaging set, cleanup, combination, outer
 optimizers, options; a recording launcher stands in for $cmd so every command can be checked."""
 import copy
+import dataclasses
 import os
 import re
 
@@ -315,6 +316,34 @@ def test_rerun_resumes_where_the_dir_left_off_and_refuses_other_settings(tmp_pat
     drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, num_epochs=4, srand=5)  # starting over is allowed
 
 
+def test_the_egs_cmvn_goes_into_the_exp_dir_for_decoding(tmp_path, egs_info):
+    """As Kaldi's copy_egs_properties_to_exp_dir: cmvn_opts, online_cmvn and global_cmvn.stats;
+    a run started over on egs without online CMVN leaves none of the earlier run's behind."""
+    (egs_info / "cmvn_opts").write_text("--norm-means=true --norm-vars=false\n")
+    (egs_info / "online_cmvn").touch()
+    (egs_info / "global_cmvn.stats").write_text("[\n 1 2 3\n 4 5 0 ]\n")
+    drive(tmp_path, egs_info, lambda it, j: -1.0)
+    exp = tmp_path / "exp"
+    for name in ("cmvn_opts", "online_cmvn", "global_cmvn.stats"):
+        assert (exp / name).read_text() == (egs_info / name).read_text(), name
+    (egs_info / "online_cmvn").unlink()
+    (egs_info / "global_cmvn.stats").unlink()
+    drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1)
+    assert not (exp / "online_cmvn").exists() and not (exp / "global_cmvn.stats").exists()
+
+
+def test_egs_made_again_with_other_cmvn_are_not_resumed_on(tmp_path, egs_info, capsys):
+    """The egs dir re-made under a finished run (other CMVN: cmvn_opts alike, global statistics
+    new) once gave 'nothing to do'; now the run's models are not trusted with them."""
+    drive(tmp_path, egs_info, lambda it, j: -1.0)
+    drive(tmp_path, egs_info, lambda it, j: -1.0)   # the same egs: still complete
+    assert "nothing to do" in capsys.readouterr().out
+    (egs_info / "global_cmvn.stats").write_text("[\n 1 2 3\n 4 5 0 ]\n")
+    with pytest.raises(resume.Refused, match=r"this dir was started with other settings \(egs-made: [0-9a-f]{16} -> "
+                                           r"[0-9a-f]{16}\); run with --stage -1"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0)
+
+
 def test_a_model_of_another_shape_is_not_resumed_from(tmp_path, egs_info, capsys):
     """A model of another width put where the run's 3.mdl was: the rerun names it and stops,
     removing nothing (it once resumed from it, trained on and said "done"); so does a --stage that
@@ -558,3 +587,39 @@ def test_outer_step_refuses_what_would_make_a_nan_model():
     with pytest.raises(NnetError, match=r"s: delta.w is not a finite tensor of the parameter's shape \(2, 3\)"):
         outer_optim.check_state({"w.w": torch.zeros(2, 3), "delta.w": torch.full((2, 3), float("nan"))},
                                 "bmuf", params, "s")
+
+
+def test_the_stall_limit_follows_the_previous_iteration_and_diagnostics_have_their_own(tmp_path, egs_info):
+    """Default: 4 x the previous iteration's longest job (its logs' accounting), at least 60 s,
+    600 s with no earlier logs; --trainer.stall-limit sets it (0: never). The diagnostics get no
+    stall limit and a --max-wait of 10 stall limits, whatever $cmd says."""
+    log = tmp_path / "log"
+    log.mkdir()
+    opts = options.TrainerOptions()
+    assert commands.stall_limit(opts, tmp_path, 0) == 600 and commands.stall_limit(opts, tmp_path, 3) == 600
+    (log / "train.2.1.log").write_text("# Accounting: time=5 threads=1\n")
+    assert commands.stall_limit(opts, tmp_path, 3) == 60
+    (log / "train.2.2.log").write_text("# Accounting: time=31 threads=1\n# Ended (code 0) at x\n")
+    (log / "train.2.2.log.failed.1").write_text("# Accounting: time=900 threads=1\n")   # not a job's final log
+    assert commands.stall_limit(opts, tmp_path, 3) == 124
+    assert commands.stall_limit(dataclasses.replace(opts, stall_limit=0.0), tmp_path, 3) == 0
+    loop, rec = drive(tmp_path / "run", egs_info, lambda it, j: -1.0)
+    assert rec.launcher_opts["train.0.JOB.log"][-2:] == ["--stall-limit", "600"]
+    assert rec.launcher_opts["compute_prob_valid.0.log"] == ["--num-threads", "1", "--stall-limit", "0",
+                                                             "--max-wait", "6000"]
+
+
+def test_diagnostics_that_did_not_finish_run_again_on_resume(tmp_path, egs_info, capsys):
+    """A Ctrl-C while iteration 2 trained stopped iteration 1's diagnostics, still running: the
+    report lost an iteration. The resume runs them again (where the model is still there)."""
+    loop, _ = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    exp = tmp_path / "exp"
+    for name in ["final.mdl", "accuracy.report"] + [f"{i}.mdl" for i in range(4, loop.num_iters + 1)]:
+        os.remove(exp / name)
+    (exp / "log" / "compute_prob_valid.1.log").write_text("LOG (nnet-compute-prob[x]:f():d.py:1) starting\n")
+    capsys.readouterr()
+    _, rec = drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
+    assert "running iteration 1's diagnostics again (they did not finish)" in capsys.readouterr().out
+    started = [name for name, _ in rec.commands if name.startswith("compute_prob_valid.")]
+    assert started[0] == "compute_prob_valid.1.log" and "compute_prob_valid.0.log" not in started
+    assert rec.command("progress.1.log")[-2:] == [str(exp / "0.mdl"), str(exp / "1.mdl")]

@@ -179,3 +179,18 @@ def test_a_duplicate_feats_key_stops_the_egs_dump(tmp_path):
                           "--num-utts-subset=1", f"scp:{scp}", f"ark:{tmp_path}/targets.ark", tmp_path / "egs"))
     assert "feats.scp" in line and "duplicate key 'utt1'" in line
     assert not (tmp_path / "egs" / "info" / "num_archives").exists()
+
+
+def test_a_signal_inside_a_c_extensions_import_is_one_line_not_a_traceback():
+    """SIGTERM while kaldi_native_fbank's module initialised came out as its ImportError, a
+    traceback in the log of a stopped task (tests/test_faults.py, 1 run in many)."""
+    import subprocess
+    import sys
+    body = ("from nnet_tools.cli.common import Terminated, program\n"
+            "@program('nnet-x')\n"
+            "def main():\n"
+            "    raise ImportError('initialization failed') from Terminated()\n"
+            "main()\n")
+    r = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True)
+    assert r.returncode == -15 and r.stderr.splitlines()[-1] == "ERROR (nnet-x) terminated (SIGTERM)", r.stderr
+    assert "Traceback" not in r.stderr

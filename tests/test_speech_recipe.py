@@ -66,6 +66,15 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     gmm_wer = wer_of(exp / "mono" / "decode_test" / "wer_10")
     dnn_wer = wer_of(exp / "nnet" / "decode_test" / "wer_10")
     assert dnn_wer < gmm_wer, r.stdout[-2000:]
+    # The DNN exported to vosk (global CMVN, Kaldi's nnet3 and online2 decoder on the same wavs and
+    # graph): every test utterance decoded, and vosk's WER within half a point of ours.
+    assert not (exp / "nnet" / "online_cmvn").exists() and (exp / "nnet" / "vosk_model" / "am" / "global_cmvn.stats").exists()
+    vosk_log = (exp / "nnet" / "decode_test_vosk" / "log" / "decode.1.log").read_text()
+    assert "Timing stats: real-time factor was" in vosk_log and ", 0 with errors." in vosk_log
+    assert len((exp / "nnet" / "decode_test_vosk" / "scoring" / "10.txt").read_text().splitlines()) == num_test
+    vosk_wer = wer_of(exp / "nnet" / "decode_test_vosk" / "wer_10")
+    assert abs(vosk_wer - dnn_wer) <= 0.5, r.stdout[-2000:]
+    assert "the same, decoded by vosk" in r.stdout
     assert "Best WERs (held-out speakers):" in r.stdout and "Stage wall times (s):" in r.stdout
     # train and test speakers are disjoint
     spk = {x: {line.split()[1] for line in (recipe / "data" / x / "utt2spk").read_text().splitlines()}

@@ -53,6 +53,14 @@ def program(name):
                 sys.exit(1)
             except BrokenPipeError:
                 raise
+            except ImportError as e:   # a signal inside a C extension's import comes out as its failure
+                if isinstance(e.__cause__, Terminated):
+                    print(f"ERROR ({name}) terminated (SIGTERM)", file=sys.stderr, flush=True)
+                    _die_of_sigterm()
+                if isinstance(e.__cause__, KeyboardInterrupt):
+                    print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)
+                    sys.exit(130)
+                raise
             except OSError as e:  # a file no reader or writer named (permissions, mostly): still one line
                 where = f"{e.filename}: " if e.filename else ""
                 print(f"ERROR ({name}) {where}{e.strerror or e}", file=sys.stderr, flush=True)
@@ -68,11 +76,15 @@ def program(name):
 
 
 def cmvn_options(fn):
-    """--cmvn, --utt2spk and --cmvn-opts, for programs that read features (see data/cmvn.py)."""
+    """--cmvn, --utt2spk, --online-cmvn and --cmvn-opts, for programs that read features (see
+    data/cmvn.py and data/online_cmvn.py)."""
     for option in reversed([
             click.option("--cmvn", default=None, help="CMVN statistics to apply to the features first, "
                          "e.g. scp:data/test/cmvn.scp (Kaldi's apply-cmvn)."),
             click.option("--utt2spk", default=None, help="utt2spk file: the --cmvn statistics are per speaker."),
+            click.option("--online-cmvn", default=None, metavar="GLOBAL_STATS",
+                         help="Online CMVN instead (Kaldi's apply-cmvn-online, each utterance from these "
+                         "global statistics, as an online decoder meets it), e.g. exp/egs/global_cmvn.stats."),
             click.option("--cmvn-opts", default="", show_default=True,
                          help="apply-cmvn options, e.g. '--norm-vars=true' (the egs dir's cmvn_opts).")]):
         fn = option(fn)

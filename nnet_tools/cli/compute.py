@@ -26,7 +26,7 @@ from nnet_tools.cli.common import cmvn_options, program
 @click.argument("output_wspecifier")
 @program("nnet-compute")
 def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, priors, use_gpu, cmvn, utt2spk,
-         cmvn_opts):
+         online_cmvn, cmvn_opts):
     """Run MODEL over every utterance of FEATS_RSPECIFIER and write its outputs as a matrix table:
     log-likelihoods (log-posterior - log-prior) when the model holds priors, else log-posteriors.
     Each utterance is computed in one pass (chunks of 4096 frames), its edges padded by
@@ -43,7 +43,7 @@ def main(model, feats_rspecifier, output_wspecifier, apply_exp, use_priors, prio
     logger.info(f"{model}: {priors_mod.log_prior_summary(log_priors)}")
     dev = device.select(use_gpu)
     done = failed = 0
-    with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier, \
+    with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts, online_cmvn) or contextlib.nullcontext() as applier, \
             tables.MatrixWriter(output_wspecifier) as writer:
         def nonempty():
             nonlocal failed

@@ -17,7 +17,7 @@ from nnet_tools.data import cmvn as cmvn_mod
 @click.argument("model")
 @click.argument("data", nargs=-1, required=True)
 @program("nnet-compute-prob")
-def main(model, data, use_gpu, cmvn, utt2spk, cmvn_opts):
+def main(model, data, use_gpu, cmvn, utt2spk, online_cmvn, cmvn_opts):
     """Log-likelihood and accuracy per frame of MODEL, on an egs archive (all label positions)
     or on a features table plus a targets table.
 
@@ -38,6 +38,6 @@ def main(model, data, use_gpu, cmvn, utt2spk, cmvn_opts):
         windows, labels = egs.EgsArchive(data[0]).all_frames(net)
         stats = diagnostics.compute_prob(net, windows, labels, dev)
     else:
-        with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier:
+        with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts, online_cmvn) or contextlib.nullcontext() as applier:
             stats = compute.utterance_stats(net, data[0], data[1], dev, applier)
     stats.log()

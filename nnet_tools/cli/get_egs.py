@@ -29,13 +29,16 @@ from nnet_tools.cli.common import cmvn_options, program
 @click.option("--num-jobs", type=int, default=1, help="With --job: this is one of N dump jobs (get_egs.sh --nj).")
 @click.option("--job", type=int, default=None, help="Job number 1..N: write this job's pieces of every archive to "
               "EGS_DIR/orig; nnet-merge-egs then merges and shuffles them.")
+@click.option("--lock", type=bool, default=True, help="One-process form: hold EGS_DIR/get_egs.lock while writing "
+              "(a second writer is refused); false when the caller holds it (steps/get_egs.sh).")
 @click.option("--verbose", type=int, default=0)
 @cmvn_options
 @click.argument("feats_rspecifier")
 @click.argument("targets_rspecifier")
 @click.argument("egs_dir")
 @program("nnet-get-egs")
-def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, cmvn_opts, num_jobs, job, **opts):
+def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, online_cmvn, cmvn_opts, num_jobs,
+         job, lock, **opts):
     """Features + per-frame targets -> shuffled egs archives, diagnostic and combine egs, info/
     (Kaldi's steps/nnet3/get_egs.sh). Targets are an int32-vector table of class ids, one per frame;
     a one-frame utterance with one target is an image or utterance label (use --frames-per-eg 1).
@@ -43,7 +46,9 @@ def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, 
     sorted key order, 'ark,s,cs:targets.ark' keeps only the current target entry in memory.
 
     With --cmvn (and --utt2spk) the features are first normalised as Kaldi's get_egs.sh does
-    through apply-cmvn (means only by default); cmvn_opts records what was applied.
+    through apply-cmvn (means only by default); cmvn_opts records what was applied. With
+    --online-cmvn GLOBAL_STATS they get online CMVN instead, each utterance on its own (as an online
+    decoder meets it); steps/get_egs.sh --online-cmvn true then marks the dir (EGS_DIR/online_cmvn).
 
     With --num-jobs N --job J it is one of N parallel jobs, each given a split of the features
     (the targets whole): it writes its pieces of every archive to EGS_DIR/orig; then
@@ -57,10 +62,10 @@ def main(feats_rspecifier, targets_rspecifier, egs_dir, verbose, cmvn, utt2spk, 
           scp:data/train/feats.scp ark:data/train/targets.ark exp/nnet/egs
     """
     options = EgsOptions(**opts)
-    with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts) or contextlib.nullcontext() as applier:
+    with cmvn_mod.applier_for(cmvn, utt2spk, cmvn_opts, online_cmvn) or contextlib.nullcontext() as applier:
         if job is None:
             if num_jobs != 1:
                 raise click.UsageError("--num-jobs needs --job")
-            get_egs(feats_rspecifier, targets_rspecifier, egs_dir, options, applier)
+            get_egs(feats_rspecifier, targets_rspecifier, egs_dir, options, applier, lock)
         else:
             dump_job(feats_rspecifier, targets_rspecifier, egs_dir, options, job, num_jobs, applier)

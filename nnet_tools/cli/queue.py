@@ -28,7 +28,10 @@ Faults (slurm / sge):
   --lost-grace S           how long a task the engine no longer runs may take to show its
                            log footer before it counts as failed (default 75)
   --max-wait S             a task not finished after S seconds is cancelled and fails
-                           (default: wait forever)
+                           (default 0: wait forever)
+  --stall-limit S          a started task whose log has not grown for S seconds (a stopped
+                           or hung process) is killed, or cancelled, and fails (also locally;
+                           default 0: off; steps/train_dnn.py sets it for its training jobs)
 \b
 Every JOB in LOG and COMMAND becomes the task number (any identifier works: TASK=1:4).
 Escape shell syntax meant for the task: \\| \\> \\; . Exit 0 iff every task succeeded.

@@ -149,8 +149,14 @@ def format_cmvn_opts(norm_means, norm_vars):
     return f"--norm-means=true --norm-vars={str(norm_vars).lower()}"
 
 
-def applier_for(cmvn=None, utt2spk=None, cmvn_opts=""):
-    """The CmvnApplier programs build from --cmvn, --utt2spk and --cmvn-opts; None without --cmvn."""
+def applier_for(cmvn=None, utt2spk=None, cmvn_opts="", online_cmvn=None):
+    """The applier programs build from --cmvn, --utt2spk, --cmvn-opts and --online-cmvn: a
+    CmvnApplier, an online_cmvn.OnlineCmvnApplier, or None when neither is asked for."""
+    if online_cmvn is not None:
+        if cmvn is not None or utt2spk is not None:
+            raise NnetError(f"--online-cmvn={online_cmvn} and --cmvn/--utt2spk: give one kind of CMVN")
+        from nnet_tools.data.online_cmvn import OnlineCmvnApplier  # here: that module builds on this one
+        return OnlineCmvnApplier(online_cmvn, *parse_cmvn_opts(cmvn_opts))
     if cmvn is None:
         if utt2spk is not None:
             raise NnetError(f"--utt2spk={utt2spk} given without --cmvn (the statistics to apply)")

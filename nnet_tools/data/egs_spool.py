@@ -102,9 +102,12 @@ class Dumper:
             logger.warning(message + ("" if self.errors < MAX_WARNINGS else
                                       " (further per-utterance warnings are only counted)"))
 
-    def run(self, feats_rspecifier, targets_rspecifier, cmvn=None):
+    def run(self, feats_rspecifier, targets_rspecifier, cmvn=None, beat=None):
+        """``beat`` (a lock's heartbeat) is called once per utterance."""
         with RandomAccessIntVectors(targets_rspecifier) as targets:
             for key, feats in read_matrices(feats_rspecifier):
+                if beat:
+                    beat()
                 if key not in targets or key not in self.index:
                     self.skip(f"No targets for key {key}")
                     continue

@@ -23,6 +23,7 @@ egs_spool (the streaming pass: features cut into egs records, spooled by archive
 import contextlib
 import json
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -32,14 +33,18 @@ import numpy as np
 from nnet_tools.data.egs_dir import by_utterance, draw_subsets, finish_egs_dir, write_archive
 from nnet_tools.data.egs_plan import make_plan, uttlists
 from nnet_tools.data.egs_spool import Dumper, cut_utterance, piece_names, record_dtype
+from nnet_tools.dir_lock import DirLock
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import check_writable, make_dirs, temp_dir, write_error, write_text
 from nnet_tools.log import logger
 
-__all__ = ["EgsOptions", "get_egs", "dump_job", "merge_archive", "finish", "cut_utterance"]
+__all__ = ["EgsOptions", "get_egs", "dump_job", "merge_archive", "finish", "cut_utterance", "egs_lock",
+           "take_lock", "release_lock"]
 
 SPOOL_BUFFER_BYTES = 16 << 20  # egs held in memory before the spool files are appended to
 WRITE_CHUNK_BYTES = 8 << 20    # egs gathered at a time when an archive is written
+LOCK_NAME = "get_egs.lock"     # EGS_DIR's owner: one get_egs.sh (or one-process nnet-get-egs) at a time
+HEARTBEAT_S = 60.0             # how often a holder freshens the lock's mtime
 
 
 @dataclass
@@ -87,30 +92,58 @@ def _start(egs_dir):
     check_writable(os.path.join(egs_dir, "info"))   # before anything of an earlier run goes
 
 
-def _invalidate(egs_dir):
+def _invalidate(egs_dir, num_archives):
     """Remove an earlier run's info/num_archives just before its first file is replaced: it
-    would make this run, if interrupted, look complete. Until then the earlier dir stays whole."""
+    would make this run, if interrupted, look complete. Until then the earlier dir stays whole.
+    Its archives past this run's ``num_archives`` go too: they would be mixed into this run's."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(egs_dir, "info", "num_archives"))
+    for name in os.listdir(egs_dir):
+        m = re.fullmatch(r"egs\.(\d+)\.ark", name)
+        if m and int(m.group(1)) > num_archives:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(egs_dir, name))
 
 
-def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None):
+def egs_lock(egs_dir, pid=None):
+    """EGS_DIR's lock (the exp dir's kind: host, pid, heartbeat); ``pid`` holds it for that process."""
+    return DirLock(egs_dir, LOCK_NAME, "another get_egs is writing this egs dir", pid=pid)
+
+
+def take_lock(egs_dir, pid):
+    """Take EGS_DIR's lock for process ``pid`` (steps/get_egs.sh's shell) and leave it held."""
+    _writable_dir(egs_dir)
+    egs_lock(egs_dir, pid).acquire()
+
+
+def release_lock(egs_dir, pid):
+    """Release EGS_DIR's lock if process ``pid`` holds it."""
+    egs_lock(egs_dir, pid).release()
+
+
+def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None, lock=True):
     """Write egs.{1..A}.ark, the diagnostic/combine egs, the utterance lists and info/ to egs_dir.
 
     ``cmvn`` (a data.cmvn.CmvnApplier) normalises each utterance's features first; what was
     applied is recorded as apply-cmvn options in cmvn_opts and info/cmvn_opts
-    ("--norm-means=false" when nothing was). Returns the info values as a dict."""
+    ("--norm-means=false" when nothing was). Holds EGS_DIR's lock throughout (``lock=False``:
+    the caller holds it, as steps/get_egs.sh does). Returns the info values as a dict."""
     opts.check()
     plan = make_plan(targets_rspecifier, opts)
     _start(egs_dir)
+    with egs_lock(egs_dir) if lock else contextlib.nullcontext() as held:
+        return _get_egs(plan, feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn, held)
+
+
+def _get_egs(plan, feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn, held):
     with temp_dir(egs_dir, "get-egs") as tmpdir:
         dumper = Dumper(plan.keys, plan.roles, plan.num_archives, tmpdir, opts, SPOOL_BUFFER_BYTES)
-        dumper.run(feats_rspecifier, targets_rspecifier, cmvn)
+        dumper.run(feats_rspecifier, targets_rspecifier, cmvn, held and (lambda: held.beat(HEARTBEAT_S)))
         if not dumper.train_egs:
             raise NnetError(f"{feats_rspecifier}: no training examples: {dumper.done} utterances gave egs "
                             f"(none outside valid_uttlist), {dumper.errors} had no usable targets")
         spools = dumper.spools
-        _invalidate(egs_dir)
+        _invalidate(egs_dir, plan.num_archives)
         subsets = draw_subsets(by_utterance([spools.load(dumper.valid_pool)]),
                                by_utterance([spools.load(dumper.subset_pool)]), opts, egs_dir)
         for k in range(1, plan.num_archives + 1):
@@ -247,7 +280,7 @@ def merge_archive(egs_dir, k):
         raise NnetError(f"{egs_dir}: the dump jobs wrote no egs")
     check_writable(os.path.join(egs_dir, ORIG))   # its merged.K marker: else egs.K.ark would be left unmarked
     pieces = _pieces(egs_dir, summaries, k - 1, feat_dim, opts)
-    _invalidate(egs_dir)
+    _invalidate(egs_dir, num_archives)
     write_archive(egs_dir, k, pieces, keys, opts, feat_dim, num_archives, WRITE_CHUNK_BYTES)
     n = sum(len(p) for p in pieces)
     del pieces

@@ -8,7 +8,12 @@ import sys
 from nnet_tools.data import vectors
 from nnet_tools.driver import dropout_schedule, schedule
 from nnet_tools.model import presoftmax
+from nnet_tools.report import logparse
 from nnet_tools.train.minibatch import halve
+
+# A stalled job (stopped, hung on a dead mount) is noticed by its silent log. The default limit
+# follows the run: a healthy job's log is never silent longer than the job takes.
+STALL_FACTOR, STALL_FLOOR, STALL_FIRST = 4.0, 60.0, 600.0
 
 
 def iteration_settings(opts, it):
@@ -44,6 +49,17 @@ def job_launcher_opts(opts, max_jobs_run=None):
     gpu = ["--gpu", "1"] if opts.use_gpu != "no" else []
     limit = ["--max-jobs-run", str(max_jobs_run)] if max_jobs_run else []
     return gpu + ["--num-threads", str(opts.num_threads)] + limit
+
+
+def stall_limit(opts, dir, it):
+    """Iteration ``it``'s stall limit in seconds (0: none): --trainer.stall-limit, or by default
+    STALL_FACTOR x the previous iteration's longest job (its logs' accounting time), at least
+    STALL_FLOOR; STALL_FIRST when no earlier iteration's logs are there."""
+    if opts.stall_limit is not None:
+        return opts.stall_limit
+    logs = logparse.numbered_logs(dir, f"train.{it - 1}.{{}}.log").values() if it > 0 else []
+    times = [t for t in map(logparse.accounting_time, logs) if t is not None]
+    return max(STALL_FLOOR, STALL_FACTOR * max(times)) if times else STALL_FIRST
 
 
 def presoftmax_option(opts, egs_dir, dir):

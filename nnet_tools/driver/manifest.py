@@ -2,7 +2,8 @@
 the same driver command again resumes it, and a different one is refused rather than mixed in.
 
 It holds what decides the models: the initial model (a hash of the config or input model), the
-egs dir and its shape, the seed, and the options that shape the schedule or the updates.
+egs dir, its shape and which making of it (egs_made), the seed, and the options that shape the
+schedule or the updates.
 """
 import hashlib
 import json
@@ -30,10 +31,26 @@ def file_hash(path):
     return h.hexdigest()[:16]
 
 
+def egs_made(egs_dir):
+    """What tells one making of an egs dir from another without reading its archives: info/, the
+    CMVN it was made with (cmvn_opts, online_cmvn, global_cmvn.stats) and the archives' sizes. An
+    egs dir made again with other features or CMVN gives another value; made again the same, the same."""
+    h = hashlib.sha256()
+    info = os.path.join(egs_dir, "info")
+    names = [os.path.join("info", n) for n in sorted(os.listdir(info))] if os.path.isdir(info) else []
+    for name in names + ["cmvn_opts", "online_cmvn", "global_cmvn.stats"]:
+        path = os.path.join(egs_dir, name)
+        h.update(f"{name}={file_hash(path) if os.path.isfile(path) else '-'};".encode())
+    for name in sorted(n for n in os.listdir(egs_dir) if n.startswith("egs.") and n.endswith(".ark")):
+        h.update(f"{name}:{os.path.getsize(os.path.join(egs_dir, name))};".encode())
+    return h.hexdigest()[:16]
+
+
 def describe(opts, egs_dir, num_archives, frames_per_eg, config=None, input_model=None):
     start = {"config": file_hash(config)} if config else {"input-model": file_hash(input_model)} if input_model else {}
-    return {"start": start, "egs-dir": os.path.abspath(egs_dir), "num-archives": num_archives,
-            "frames-per-eg": frames_per_eg, **{k.replace("_", "-"): getattr(opts, k) for k in SCHEDULE_FIELDS}}
+    return {"start": start, "egs-dir": os.path.abspath(egs_dir), "egs-made": egs_made(egs_dir),
+            "num-archives": num_archives, "frames-per-eg": frames_per_eg,
+            **{k.replace("_", "-"): getattr(opts, k) for k in SCHEDULE_FIELDS}}
 
 
 def read(exp_dir):

@@ -53,6 +53,10 @@ class TrainerOptions:
                                                "counts from the egs (Kaldi's acoustic default: -0.25); 0 = off")
     max_retries: int = _opt("--trainer.max-retries", 2, "times a failed job is run again before the iteration "
                             "goes on without it")
+    stall_limit: float = _opt("--trainer.stall-limit", None, "seconds a training job's log may stay as it is "
+                              "before the job counts as stalled, is killed and retried (nnet-queue --stall-limit); "
+                              "default: 4 x the previous iteration's longest job, at least 60 (600 with no previous "
+                              "iteration); 0: never", type=float)
     min_success_fraction: float = _opt("--trainer.min-success-fraction", 0.5, "the least fraction of an iteration's "
                                        "jobs that must succeed for their average to be used")
     divergence_threshold: float = _opt("--trainer.divergence-threshold", 5.0, "stop ('diverged') when the valid "
@@ -96,6 +100,8 @@ def check(opts, num_archives):
     need(0 <= opts.srand < 2 ** 62, _flag("srand"), "in [0, 2^62)", opts.srand)
     need(opts.shuffle_buffer_size >= 0, _flag("shuffle_buffer_size"), ">= 0", opts.shuffle_buffer_size)
     need(opts.max_retries >= 0, _flag("max_retries"), ">= 0", opts.max_retries)
+    need(opts.stall_limit is None or 0 <= opts.stall_limit < math.inf, _flag("stall_limit"), "finite and >= 0 (0: "
+         "never)", opts.stall_limit)
     need(0 < opts.min_success_fraction <= 1, _flag("min_success_fraction"), "in (0, 1]", opts.min_success_fraction)
     need(0 <= opts.divergence_threshold < math.inf, _flag("divergence_threshold"), "finite and >= 0 (0: never)",
          opts.divergence_threshold)

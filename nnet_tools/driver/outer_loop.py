@@ -8,6 +8,7 @@ commands.py's.
 """
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -18,10 +19,12 @@ from nnet_tools.driver.exp_lock import ExpLock
 from nnet_tools.driver.launcher import Launcher
 from nnet_tools.driver.retry import TrainingJobs
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import write_text
+from nnet_tools.fileio import atomic_path, write_text, writing
+from nnet_tools.queue import tasklog
 from nnet_tools.report import logparse, summary
 
 ACCEPT_MARGIN = 1.0  # Kaldi: jobs more than this below the best objective are not averaged
+DIAGNOSTIC_WAIT = 10.0  # the diagnostics' --max-wait, in training jobs' stall limits
 
 
 def select(it, objectives):
@@ -50,6 +53,7 @@ class OuterLoop:
         self.num_iters, self.to_process = preflight.check_run(opts, egs_dir, dir, self.num_archives, self.frames_per_eg)
         self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
         self.jobs = TrainingJobs(self.launcher, opts, dir, egs_dir, self.warn)
+        self.stall = commands.stall_limit(opts, dir, 0)   # the jobs' stall limit, set each iteration
         self.plan = schedule.plan(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
                                   opts.jobs_final, opts.initial_lrate, opts.final_lrate, opts.jobs_step)
         self.expanded = self.num_archives * self.frames_per_eg
@@ -95,6 +99,7 @@ class OuterLoop:
             self.init_model(config, input_model)
             resume.record_run_model(self)
         self.say(f"{self.name}: will train for {self.opts.num_epochs} epochs = {self.num_iters} iterations")
+        self.rerun_lost_diagnostics(min(stage, self.num_iters))
         started, done = time.time(), 0
         for it, jobs, lrate, processed in self.plan:
             if exit_stage is not None and it == exit_stage:
@@ -135,7 +140,8 @@ class OuterLoop:
                                         self.path(f"{it + 1}.{job}.mdl"), job=job, srand_offset=srand_offset,
                                         data_fraction=processed / self.to_process)
         outputs = [self.path(f"{it + 1}.{j}.mdl") for j in range(1, jobs + 1)]
-        succeeded = self.jobs.run(it, jobs, command, commands.job_launcher_opts(self.opts), self.mdl(it))
+        launcher_opts = commands.job_launcher_opts(self.opts) + self.stall_opts(it)
+        succeeded = self.jobs.run(it, jobs, command, launcher_opts, self.mdl(it))
         objectives = {j: logparse.train_objective(self.jobs.log(it, j)) for j in succeeded}
         chosen = [succeeded[k] for k in select(it, [objectives[j] for j in succeeded])]
         if it == 0:
@@ -166,9 +172,15 @@ class OuterLoop:
         write_text(srand_file, f"{self.opts.srand}\n")
 
     def copy_cmvn_opts(self):
-        cmvn_opts = os.path.join(self.egs_dir, "cmvn_opts")
-        if os.path.exists(cmvn_opts):  # as Kaldi: decoding reads the CMVN the egs were made with here
-            write_text(self.path("cmvn_opts"), read_text(cmvn_opts, "the egs' CMVN options"))
+        """As Kaldi's copy_egs_properties_to_exp_dir: decoding reads here the CMVN the egs were
+        made with (cmvn_opts; online_cmvn and global_cmvn.stats when it was online)."""
+        for name in ("cmvn_opts", "online_cmvn", "global_cmvn.stats"):
+            source, dest = os.path.join(self.egs_dir, name), self.path(name)
+            if os.path.exists(source):
+                with writing(dest), atomic_path(dest) as temp:
+                    shutil.copyfile(source, temp)
+            elif name != "cmvn_opts" and os.path.exists(dest):
+                os.unlink(dest)   # an earlier run's, from egs with online CMVN
 
     def init_model(self, config, input_model):
         if input_model:
@@ -185,7 +197,7 @@ class OuterLoop:
         ``nnet3-info MODEL && nnet3-show-progress PREV MODEL`` there."""
         # One thread each, as Kaldi's CPU diagnostics: they run beside the training jobs, which
         # own the node's other cores (--trainer.num-threads).
-        one = ["--num-threads", "1"]
+        one = ["--num-threads", "1"] + self.diagnostic_limits()
         for subset in ("valid", "train"):
             self.launcher.start(f"compute_prob_{subset}.{tag}.log",
                                 ["nnet-compute-prob", model, os.path.join(self.egs_dir, f"{subset}_diagnostic.egs")],
@@ -193,6 +205,31 @@ class OuterLoop:
         if previous:
             self.launcher.start(f"progress.{tag}.log", ["nnet-info", model, "&&", "nnet-show-progress", previous, model],
                                 launcher_opts=one)
+
+    def rerun_lost_diagnostics(self, stage):
+        """Diagnostics of the iterations before ``stage`` that did not finish (stopped by a Ctrl-C
+        or their --max-wait, while the next iteration trained) run again, in the background, where
+        their model is still there: the report and the divergence check keep every iteration."""
+        for it in range(stage):
+            logs = [self.path(f"log/compute_prob_{s}.{it}.log") for s in ("valid", "train")]
+            if all(tasklog.ended_code(log) == 0 for log in logs) or not os.path.exists(self.mdl(it)):
+                continue
+            self.say(f"{self.name}: running iteration {it}'s diagnostics again (they did not finish)")
+            previous = self.mdl(it - 1) if it > 0 and os.path.exists(self.mdl(it - 1)) else None
+            self.diagnostics(self.mdl(it), it, previous)
+
+    def stall_opts(self, it):
+        """nnet-queue's --stall-limit for iteration ``it``'s jobs (Kaldi's run.pl and queue.pl have
+        no such option: there a stalled job is waited for)."""
+        self.stall = commands.stall_limit(self.opts, self.dir, it)
+        return ["--stall-limit", f"{self.stall:g}"] if self.launcher.is_nnet_queue else []
+
+    def diagnostic_limits(self):
+        """The diagnostics' own limits: they write one line at their end, so no stall limit, and a
+        --max-wait of DIAGNOSTIC_WAIT x the jobs' stall limit (not $cmd's, which is for the jobs)."""
+        if not self.launcher.is_nnet_queue:
+            return []
+        return ["--stall-limit", "0", "--max-wait", f"{DIAGNOSTIC_WAIT * self.stall:g}"]
 
     def check_divergence(self, upto):
         """Stop when the newest valid log-likelihood is non-finite or far below the best so far."""

@@ -20,6 +20,7 @@ DISK_FULL_RE = re.compile(r"No space left on device: ")   # fileio.write_error's
 # What the same inputs give on every retry (nnet-train-one-job's checks of the egs against the model).
 PERMANENT_RE = re.compile(r"egs context \(.*\) is smaller than the model's|feature dim \d+ does not match the "
                           r"model's|target id -?\d+ >= model output dim")
+STALLED_RE = re.compile(r"stalled: (its log did not grow for \S+ s) \(--stall-limit\)")  # nnet-queue's note
 RETRY_SRAND_STEP = 1000  # a job that went non-finite is retried with another shuffle and seed
 
 
@@ -50,7 +51,8 @@ class TrainingJobs:
                 if self.done(it, j):
                     succeeded.append(j)
                     break
-                went_nonfinite = bool(NONFINITE_RE.search(tasklog.read_tail(log)))
+                tail = tasklog.read_tail(log)
+                went_nonfinite, stalled = bool(NONFINITE_RE.search(tail)), STALLED_RE.search(tail)
                 fault = self.error(it, j)
                 if fault and (fault.startswith(f"{model_in}: ") or PERMANENT_RE.search(fault)):
                     raise NnetError(f"iteration {it}: job {j} failed: {fault} (not retried: the same inputs "
@@ -61,7 +63,8 @@ class TrainingJobs:
                 kept = f"{log}.failed.{attempt}"
                 if os.path.exists(log):
                     os.replace(log, kept)
-                self.warn(f"job {j} of iteration {it} failed ({kept}); retry {attempt}/{retries}"
+                what = f"stalled ({stalled[1]}) and was stopped" if stalled else "failed"
+                self.warn(f"job {j} of iteration {it} {what} ({kept}); retry {attempt}/{retries}"
                           + (" with another seed (it went non-finite)" if went_nonfinite else ""))
                 try:
                     self.launcher.run(f"train.{it}.{j}.log", command(j, RETRY_SRAND_STEP * attempt if went_nonfinite else 0),

@@ -27,7 +27,8 @@ KALDI_PATHS = {"slurm": "conf/slurm.conf", "sge": "conf/queue.conf"}   # what sl
 COMBINED_PATH = "conf/nnet-queue.conf"
 # Options the launcher itself consumes; they never become engine flags (the engine backends
 # turn max_jobs_run into the array's throttle, %N or -tc N).
-LAUNCHER_ONLY = ("config", "pick", "max_jobs_run", "submit_tries", "submit_retry_delay", "lost_grace", "max_wait")
+LAUNCHER_ONLY = ("config", "pick", "max_jobs_run", "submit_tries", "submit_retry_delay", "lost_grace", "max_wait",
+                 "stall_limit")
 
 # Kaldi's built-in defaults (utils/parallel/slurm.pl and queue.pl), plus qsub -w e.
 BUILTIN = """\

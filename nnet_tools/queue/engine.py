@@ -249,6 +249,10 @@ class EngineBackend(Backend):
             if max_wait is not None and now - started >= max_wait:
                 statuses.update(self._give_up(job, unfinished, max_wait))
                 return statuses
+            if self.spec.stall_limit:
+                stalled = self._stalled(unfinished)
+                statuses.update(self._give_up(job, stalled, None))
+                unfinished -= set(stalled)
             if now >= ask_at:
                 ask_at = now + next(engine_waits)
                 states = self._query(job)
@@ -305,8 +309,21 @@ class EngineBackend(Backend):
                     f"{self.title}'s output is in {self.files.output}\n")
         tasklog.write_footer(log, self.submitted, code, self.spec.num_threads)
 
+    def _stalled(self, tasks):
+        """The started, unfinished tasks whose log has not grown for --stall-limit seconds."""
+        limit = self.spec.stall_limit
+        out = []
+        for task in sorted(tasks):
+            log = self.spec.log_for(task)
+            if (tasklog.silent_for(log) or 0) >= limit and tasklog.ended_code(log) is None:
+                print(f"{self.prog}: {self.title} task {self.job}.{task} stalled ({tasklog.stall_note(limit)}): "
+                      f"cancelling it; see {log}", file=sys.stderr)
+                out.append(task)
+        return out
+
     def _give_up(self, job, tasks, max_wait):
-        """--max-wait passed: cancel the unfinished tasks; each counts as failed."""
+        """--max-wait passed (``max_wait``), or the tasks stalled (None): cancel them; each counts
+        as failed."""
         for task in sorted(tasks):
             try:
                 run_command(self.cancel_task_command(job, task), "cancelling")
@@ -317,7 +334,9 @@ class EngineBackend(Backend):
         for task in sorted(tasks):
             code = tasklog.ended_code(self.spec.log_for(task))
             if code is None:
-                self._close_log(job, task, 1, f"not finished after {max_wait:g} s (--max-wait): cancelled")
+                why = (f"not finished after {max_wait:g} s (--max-wait)" if max_wait is not None else
+                       f"stalled: {tasklog.stall_note(self.spec.stall_limit)}")
+                self._close_log(job, task, 1, f"{why}: cancelled")
             statuses[task] = 1 if code is None else code
         return statuses
 

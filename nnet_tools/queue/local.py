@@ -11,7 +11,7 @@ so a few leftover tasks do not run as a second wave).
 round robin from the GPUs this process sees (its CUDA_VISIBLE_DEVICES if set, else
 ``nvidia-smi -L``). --num-threads T exports OMP_NUM_THREADS=T and MKL_NUM_THREADS=T so
 torch in the task uses T threads. --max-wait S kills what has not finished S seconds after the
-launch. --mem, --config and engine-only options are accepted and ignored, so a recipe can switch
+launch; --stall-limit S a task whose log has not grown for S seconds. --mem, --config and engine-only options are accepted and ignored, so a recipe can switch
 between local and a cluster by changing only the backend.
 """
 import collections
@@ -105,6 +105,8 @@ class LocalBackend(Backend):
                         free_gpus.extend(assigned)
                     else:
                         running[task] = started
+                if spec.stall_limit:
+                    self._stop_stalled(running, statuses, free_gpus)
                 finished = [t for t, r in running.items() if r.popen.poll() is not None]
                 for task in finished:
                     done = running.pop(task)
@@ -147,6 +149,20 @@ class LocalBackend(Backend):
             return returncode or 1
         return returncode
 
+    def _stop_stalled(self, running, statuses, free_gpus):
+        """--stall-limit: kill each task whose log has not grown for that long (SIGCONT after the
+        SIGTERM, so that a stopped one ends too) and count it as failed."""
+        limit = self.spec.stall_limit
+        for task in [t for t, r in running.items() if (tasklog.silent_for(r.log) or 0) >= limit]:
+            r = running.pop(task)
+            with open(r.log, "a") as f:
+                f.write(f"# nnet-queue: local task {task} stalled: {tasklog.stall_note(limit)}: killed\n")
+            print(f"{self.prog}: local task {task} stalled ({tasklog.stall_note(limit)}): killed; see {r.log}",
+                  file=sys.stderr)
+            self._stop([r], wake=True)
+            statuses[task] = 1
+            free_gpus.extend(r.gpus)
+
     def _give_up(self, pending, running, max_wait):
         """--max-wait passed (counted from the launch, as on an engine): stop the running tasks and
         close every unfinished task's log as failed."""
@@ -166,11 +182,14 @@ class LocalBackend(Backend):
         pending.clear()
         return gone
 
-    def _stop(self, running):
-        """Signal every still-running task's process group, wait, then force; footers included."""
+    def _stop(self, running, wake=False):
+        """Signal every still-running task's process group, wait, then force; footers included.
+        ``wake``: SIGCONT too, so that a stopped task takes its SIGTERM."""
         running = list(running)
         for r in running:
             _killpg(r.popen, signal.SIGTERM)
+            if wake:
+                _killpg(r.popen, signal.SIGCONT)
         deadline = time.monotonic() + KILL_GRACE_SECONDS
         for r in running:
             try:

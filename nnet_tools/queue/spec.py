@@ -16,8 +16,10 @@ _SUSPICIOUS = re.compile(r"^[A-Za-z_]\w*=\S*:\S*$")     # JOB=a:b, JOB=1:, ...
 # How the cluster launcher rides out faults (seconds; the launcher consumes them, no engine flag):
 # submission tries and the pause between them (Kaldi's queue.pl: 4 tries, 20 s apart), how
 # long a task the engine no longer runs may take to show its footer before it counts as
-# failed (shared file systems lag), and the longest wait for a task (default: no limit).
-FAULT_OPTIONS = {"submit_tries": 4, "submit_retry_delay": 20.0, "lost_grace": 75.0, "max_wait": None}
+# failed (shared file systems lag), the longest wait for a task (default: no limit), and how
+# long a started task's log may stay as it is before the task counts as stalled (default: off).
+FAULT_OPTIONS = {"submit_tries": 4, "submit_retry_delay": 20.0, "lost_grace": 75.0, "max_wait": None,
+                 "stall_limit": None}
 PICK_CHOICES = ("all", "failed", "incomplete")
 # Set to --num-threads in a task's environment, so torch (OpenMP, MKL) uses that many threads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -55,8 +57,16 @@ class JobSpec:
         return None if value is None else int(value)
 
     def fault_option(self, name):
+        """The option's value in seconds (or tries); None for no limit (--max-wait and
+        --stall-limit not given, or 0)."""
         value = self.options.get(name, FAULT_OPTIONS[name])
-        return None if value is None else float(value)
+        if value is None or (name in ("max_wait", "stall_limit") and float(value) == 0):
+            return None
+        return float(value)
+
+    @property
+    def stall_limit(self):
+        return self.fault_option("stall_limit")
 
     @property
     def pick(self):

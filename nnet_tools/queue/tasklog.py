@@ -91,6 +91,21 @@ def ended_code(log):
     return None
 
 
+def silent_for(log):
+    """Seconds since the task's log last grew (its mtime: the task's own lines, or its header
+    when it started); None when there is no log yet (the task has not started)."""
+    try:
+        return time.time() - os.stat(log).st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def stall_note(limit):
+    """The line a launcher adds to the log of a task it stopped for --stall-limit (the driver
+    reads it: retry.py)."""
+    return f"its log did not grow for {limit:g} s (--stall-limit)"
+
+
 def read_tail(path, size=4096):
     """The last ``size`` bytes of a log as text; "" if it cannot be read."""
     try:

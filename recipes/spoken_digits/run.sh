@@ -2,14 +2,16 @@
 # Spoken digits: a Kaldi hybrid acoustic-model recipe from audio to WER, offline.
 # espeak-ng connected digits -> MFCC + CMVN -> monophone GMM (kaldi-hmm-gmm) -> alignments ->
 # pdf-id targets -> DNN on fbank trained by parallel NG-SGD jobs averaged every iteration ->
-# log-likelihoods (log-posterior - log-prior) -> HCLG decoding -> WER, against the GMM baseline.
+# log-likelihoods (log-posterior - log-prior) -> HCLG decoding -> WER, against the GMM baseline;
+# then the DNN exported to a vosk model dir and decoded by vosk (Kaldi's C++ online decoder).
 # Stages: 0 data; 1 features; 2 lang; 3 monophone GMM; 4 alignments, targets; 5 graph, GMM decode;
-# 6 egs; 7 DNN with 1 job; 8 DNN with the 2 -> 4 jobs ramp; 9 DNN decodes; 10 summary.
+# 6 egs; 7 DNN with 1 job; 8 DNN with the 2 -> 4 jobs ramp; 9 DNN decodes; 10 vosk export and
+# decode; 11 summary.
 # Run from this directory:  ./run.sh [--stage N] [--stop-stage N] [--num-utts 1000]
 # Your own data: put Kaldi data dirs in data/train and data/test and start at stage 1 (docs/speech.md).
 set -euo pipefail
 stage=0
-stop_stage=10
+stop_stage=11
 num_utts=1000        # train + test; e.g. 50000 for a large run
 num_speakers=50
 nj=2
@@ -20,6 +22,7 @@ use_gpu=no
 dnn_1job=true       # also train the 1-job baseline DNN
 frames_per_eg=4
 max_egs_per_archive=100000   # Kaldi: --samples-per-iter 400000
+dnn_cmvn=global      # the DNN's CMVN: global (what vosk applies: stage 10), speaker or online
 . ./cmd.sh
 . ./path.sh
 . utils/parse_options.sh
@@ -101,8 +104,13 @@ if run_stage 6; then
   frames=$(tr -d '[]' < exp/mono_ali/pdf_counts | awk '{ for (i = 1; i <= NF; i++) t += $i - 1 } END { print t }')
   samples_per_iter=$(awk -v f=$frames -v e=$frames_per_eg -v m=$max_egs_per_archive \
     'BEGIN { a = int(f / e / m) + 1; if (a < 4) a = 4; print int(f / e / a) + 10 }')
+  case $dnn_cmvn in
+    global) cmvn=(--global-cmvn true) ;; online) cmvn=(--online-cmvn true) ;; speaker) cmvn=() ;;
+    *) echo "$0: --dnn-cmvn must be global, speaker or online, got '$dnn_cmvn'" 1>&2; exit 1 ;;
+  esac
   steps/get_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --left-context $left --right-context $right \
-    --samples-per-iter $samples_per_iter --num-utts-subset $subset --num-targets $num_pdfs data/train_fbank exp/egs
+    --samples-per-iter $samples_per_iter --num-utts-subset $subset --num-targets $num_pdfs "${cmvn[@]}" \
+    data/train_fbank exp/egs
   stage_done egs
 fi
 
@@ -135,6 +143,19 @@ if run_stage 9; then
 fi
 
 if run_stage 10; then
+  # vosk decodes the test wavs itself (features, CMVN, Kaldi's decoder): the exported model is
+  # checked against our decoder's WER. Of the DNN's CMVN choices it reproduces only the global.
+  if [ -f exp/nnet/global_cmvn.stats ] && [ ! -f exp/nnet/online_cmvn ]; then
+    steps/make_vosk_model.sh --feat-type fbank --feat-conf conf/fbank.conf \
+      data/lang exp/mono/graph exp/mono_ali/final.mdl exp/nnet exp/nnet/vosk_model
+    steps/decode_vosk.sh --nj $nj --cmd "$train_cmd" exp/nnet/vosk_model data/test exp/nnet/decode_test_vosk
+  else
+    echo "$0: no vosk model: exp/nnet was trained on $dnn_cmvn CMVN, which vosk does not reproduce"
+  fi
+  stage_done vosk
+fi
+
+if run_stage 11; then
   echo "Best WERs (held-out speakers):"
   for x in exp/*/decode*; do [ -d $x ] && grep -H WER $x/wer_* | utils/best_wer.sh; done
   echo
@@ -142,6 +163,8 @@ if run_stage 10; then
   printf "%-28s %s\n" "GMM (monophone)" "$(grep -o '%WER [0-9.]*' exp/mono/decode_test/wer_10 | awk '{print $2}')"
   $dnn_1job && printf "%-28s %s\n" "DNN, 1 job" "$(grep -o '%WER [0-9.]*' exp/nnet_1job/decode_test/wer_10 | awk '{print $2}')"
   printf "%-28s %s\n" "DNN, 2 -> 4 jobs averaged" "$(grep -o '%WER [0-9.]*' exp/nnet/decode_test/wer_10 | awk '{print $2}')"
+  [ -f exp/nnet/decode_test_vosk/wer_10 ] &&
+    printf "%-28s %s\n" "  the same, decoded by vosk" "$(grep -o '%WER [0-9.]*' exp/nnet/decode_test_vosk/wer_10 | awk '{print $2}')"
   echo
   echo "Stage wall times (s):"
   awk '{ printf "  %-12s %5d\n", $1, $2; t += $2 } END { printf "  %-12s %5d\n", "total", t }' $times

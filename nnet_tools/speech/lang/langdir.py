@@ -139,7 +139,8 @@ def _phone_sets(lang):
     return files
 
 
-def _read_table(path):
+def read_symbols(path):
+    """A Kaldi symbol table (words.txt, phones.txt): symbol -> id."""
     table = {}
     try:
         with open(path) as f:
@@ -165,8 +166,8 @@ def _read_ints(path):
 
 def load(lang_dir):
     """Lang of an existing lang dir (phones.txt, words.txt, phones/*.int)."""
-    return Lang(_read_table(os.path.join(lang_dir, "phones.txt")),
-                _read_table(os.path.join(lang_dir, "words.txt")),
+    return Lang(read_symbols(os.path.join(lang_dir, "phones.txt")),
+                read_symbols(os.path.join(lang_dir, "words.txt")),
                 _read_ints(os.path.join(lang_dir, "phones", "silence.int")),
                 _read_ints(os.path.join(lang_dir, "phones", "disambig.int")))
 
