@@ -251,6 +251,17 @@ def test_a_job_that_finds_the_disk_full_stops_the_run_after_its_retries(tmp_path
     assert not (tmp_path / "exp" / "4.mdl").exists()
 
 
+def test_jobs_that_could_not_write_their_logs_on_a_full_disk_name_the_full_disk(tmp_path, egs_info, monkeypatch):
+    """A disk filled while the jobs ran: their logs stayed empty, and the run ended pointing at
+    them; now the full disk is named, as when a job could say it."""
+    from nnet_tools.driver import retry
+    monkeypatch.setattr(retry, "disk_full", lambda path, error=None: True)
+    with pytest.raises(NnetError, match=r"iteration 3: job 1 failed every time: No space left on device: "
+                       + re.escape(f"{tmp_path}/exp/log") + r" \(its log has no ERROR line\); the other jobs' "
+                       r"models are not averaged without it: free some space and resume"):
+        drive(tmp_path, egs_info, lambda it, j: -1.0, fails=lambda it, j, attempt: "" if (it, j) == (3, 1) else None)
+
+
 @pytest.mark.parametrize("training_fault", [
     "minibatch 3: objective function is nan (non-finite): training diverged",
     "minibatch 3: natural gradient: the eigendecomposition of the Fisher estimate failed, as its inputs "

@@ -403,6 +403,9 @@ def test_engine_outputs_are_read_right():
     assert {t: (s.active, s.code) for t, s in states.items()} == \
         {5: (False, 0), 4: (True, None), 3: (True, None), 2: (False, 1), 1: (False, 128 + 15), 7: (True, None)}
     assert [t for t, s in states.items() if s.problem] == [7]
+    assert not any(s.waiting for s in states.values())
+    drained = slurm.parse_squeue("8|PENDING|0|ReqNodeNotAvail, UnavailableNodes:vm\n9|PENDING|0|Resources\n")
+    assert "ReqNodeNotAvail" in drained[8].waiting and "sinfo -R" in drained[8].waiting and not drained[9].waiting
     states = sge.parse_qstat(QSTAT, "25")
     assert sorted(states) == [1, 2] and states[2].problem and not states[1].problem
     assert sge.parse_error_reasons("error reason    2:      11/29/2026 16:07:40 [0:24246]: error: can't open "
@@ -550,3 +553,30 @@ def test_a_task_the_engine_forgot_is_rechecked_before_it_counts_as_failed(tmp_pa
     text = (tmp_path / "log/l.1.log").read_text()
     assert "task 5.1 ended (state COMPLETED; no '# Ended' footer after 30 s (--lost-grace))" in text
     assert read_log(tmp_path / "log/l.1.log")[2] == 1 and read_log(tmp_path / "log/l.2.log")[2] == 137
+
+
+@pytest.mark.cluster
+def test_a_task_waiting_on_a_drained_node_is_said_while_nnet_queue_waits(tmp_path):
+    """The node drained: the task stays PENDING and nnet-queue said nothing; now it says why, once,
+    and goes on when the node is back."""
+    require("slurm")
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=nnet-tools test"], check=True)
+    try:
+        with open(tmp_path / "err", "w") as err_file:
+            p = subprocess.Popen(["nnet-queue", "slurm", "JOB=1:2", "log/t.JOB.log", "echo", "JOB"], cwd=tmp_path,
+                                 stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+        try:
+            wait_for(lambda: "waiting" in (tmp_path / "err").read_text(), timeout=120,
+                     what="nnet-queue to say why its tasks wait")
+        except BaseException:
+            p.kill()
+            raise
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True)
+    assert p.wait(timeout=300) == 0, (tmp_path / "err").read_text()
+    said = [line for line in (tmp_path / "err").read_text().splitlines() if "waiting" in line]
+    assert len(said) == 1, said   # once
+    assert re.match(r"nnet-queue: Slurm job \d+: tasks 1-2 waiting: pending for reason .*(DRAINED|ReqNodeNotAvail)",
+                    said[0]) and "sinfo -R" in said[0], said
+    assert (tmp_path / "log" / "t.2.log").read_text().count("# Ended (code 0)") == 1

@@ -11,6 +11,7 @@ import re
 from nnet_tools.driver.launcher import LaunchFailed
 from nnet_tools.driver.resume import Diverged
 from nnet_tools.errors import NnetError
+from nnet_tools.fileio import disk_full
 from nnet_tools.queue import tasklog
 from nnet_tools.report import logparse
 
@@ -96,9 +97,13 @@ class TrainingJobs:
         return succeeded
 
     def error(self, it, job):
-        """The message of a failed job's last ERROR line, or None."""
-        line = tasklog.last_error(self.log(it, job))
-        return line and line.partition(") ")[2]
+        """The message of a failed job's last ERROR line; a full disk's when the disk the log is
+        on is full and the log holds no ERROR line (the job could not write it); else None."""
+        log = self.log(it, job)
+        line = tasklog.last_error(log)
+        if line:
+            return line.partition(") ")[2]
+        return f"No space left on device: {os.path.dirname(log)} (its log has no ERROR line)" if disk_full(log) else None
 
     def done(self, it, job):
         """A job succeeded when its model exists (written atomically, last) and its log says how it did."""

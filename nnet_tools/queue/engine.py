@@ -45,7 +45,9 @@ _TRANSIENT = re.compile(r"Unable to contact slurm controller|Socket timed out|Co
 
 # What the engine says about one task: still queued or running; its exit status once it
 # left the queue (None: not known); why it can never run (None: it can); the state's name.
-TaskState = collections.namedtuple("TaskState", "active code problem what")
+# ``waiting``: why a queued task does not start yet, when the reason is the cluster's (a drained or
+# down node), for the user to hear while the launcher waits; None otherwise.
+TaskState = collections.namedtuple("TaskState", "active code problem what waiting", defaults=(None,))
 
 
 class EngineUnavailable(Exception):
@@ -111,6 +113,7 @@ class EngineBackend(Backend):
         # Unique to this call: tells its markers from an earlier call's, and finds its job in
         # the queue when the submit command's answer (the job id) was lost.
         self.tag = f"{os.getpid()}-{time.time_ns() // 1_000_000}"
+        self.said = set()   # the waiting reasons already printed
 
     @classmethod
     def unreachable(cls):
@@ -256,6 +259,7 @@ class EngineBackend(Backend):
             if now >= ask_at:
                 ask_at = now + next(engine_waits)
                 states = self._query(job)
+                self._say_why_waiting(job, states)
                 for task in sorted(unfinished) if states is not None else ():
                     state = states.get(task)
                     if state and state.problem:
@@ -274,6 +278,18 @@ class EngineBackend(Backend):
                             statuses[task] = status
                             unfinished.discard(task)
             time.sleep(next(marker_waits))
+
+    def _say_why_waiting(self, job, states):
+        """Print, once per reason, why queued tasks wait when it is the cluster's doing."""
+        said, waiting = self.said, {}
+        for task, state in sorted((states or {}).items()):
+            if state.active and state.waiting and state.waiting not in said:
+                waiting.setdefault(state.waiting, []).append(task)
+        for reason, tasks in waiting.items():
+            said.add(reason)
+            numbers = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in task_ranges(tasks))
+            print(f"{self.prog}: {self.title} job {job}: task{'s' if len(tasks) > 1 else ''} {numbers} "
+                  f"waiting: {reason}", file=sys.stderr, flush=True)
 
     def _query(self, job):
         try:

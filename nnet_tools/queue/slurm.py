@@ -19,6 +19,8 @@ NEVER_RUNS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "Ba
               "InvalidAccount", "InvalidQOS", "DependencyNeverSatisfied")
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
                 "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+# Pending reasons that are the nodes' state (drained, down, not responding): said while waiting.
+NODE_REASONS = ("ReqNodeNotAvail", "UnavailableNodes", "NodeDown", "Nodes required for job are DOWN")
 SQUEUE_FORMAT = "ArrayTaskID:|,State:|,exit_code:|,Reason:"
 TAG_PREFIX = "nnet-queue:"   # the job's --comment: finds a job whose id the submission lost
 
@@ -36,7 +38,9 @@ def parse_squeue(text):
             raw = int(status)
             code = 128 + (raw & 0x7F) if raw & 0x7F else raw >> 8
         problem = f"pending for reason {reason}" if state == "PENDING" and reason in NEVER_RUNS else None
-        states[task] = TaskState(state not in FINAL_STATES, code, problem, f"state {state}, reason {reason}")
+        waiting = (f"pending for reason {reason}: no node can take it now (drained or down? sinfo -R says why)"
+                   if state == "PENDING" and any(r in reason for r in NODE_REASONS) else None)
+        states[task] = TaskState(state not in FINAL_STATES, code, problem, f"state {state}, reason {reason}", waiting)
     return states
 
 
