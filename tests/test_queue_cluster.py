@@ -404,6 +404,10 @@ def test_engine_outputs_are_read_right():
         {5: (False, 0), 4: (True, None), 3: (True, None), 2: (False, 1), 1: (False, 128 + 15), 7: (True, None)}
     assert [t for t, s in states.items() if s.problem] == [7]
     assert not any(s.waiting for s in states.values())
+    qstat_f = ("queuename   qtype resv/used/tot. load_avg arch     states\n"
+               "all.q@a     BIP   0/0/2          0.1      lx-amd64 d\nall.q@b     BIP   0/1/2          0.1      lx-amd64\n")
+    assert sge.parse_unavailable_queues(qstat_f) == []     # b still takes jobs
+    assert sge.parse_unavailable_queues(qstat_f.replace("lx-amd64\n", "lx-amd64 u\n")) == ["all.q@a (d)", "all.q@b (u)"]
     drained = slurm.parse_squeue("8|PENDING|0|ReqNodeNotAvail, UnavailableNodes:vm\n9|PENDING|0|Resources\n")
     assert "ReqNodeNotAvail" in drained[8].waiting and "sinfo -R" in drained[8].waiting and not drained[9].waiting
     states = sge.parse_qstat(QSTAT, "25")
@@ -555,16 +559,13 @@ def test_a_task_the_engine_forgot_is_rechecked_before_it_counts_as_failed(tmp_pa
     assert read_log(tmp_path / "log/l.1.log")[2] == 1 and read_log(tmp_path / "log/l.2.log")[2] == 137
 
 
-@pytest.mark.cluster
-def test_a_task_waiting_on_a_drained_node_is_said_while_nnet_queue_waits(tmp_path):
-    """The node drained: the task stays PENDING and nnet-queue said nothing; now it says why, once,
-    and goes on when the node is back."""
-    require("slurm")
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
-    subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=nnet-tools test"], check=True)
+def waiting_said(tmp_path, engine, block, unblock):
+    """Run a two-task nnet-queue call while ``block`` keeps every node from it, until nnet-queue
+    says why its tasks wait; then ``unblock``. Returns the lines saying it, once it succeeded."""
+    block()
     try:
         with open(tmp_path / "err", "w") as err_file:
-            p = subprocess.Popen(["nnet-queue", "slurm", "JOB=1:2", "log/t.JOB.log", "echo", "JOB"], cwd=tmp_path,
+            p = subprocess.Popen(["nnet-queue", engine, "JOB=1:2", "log/t.JOB.log", "echo", "JOB"], cwd=tmp_path,
                                  stdout=subprocess.DEVNULL, stderr=err_file, text=True)
         try:
             wait_for(lambda: "waiting" in (tmp_path / "err").read_text(), timeout=120,
@@ -573,10 +574,34 @@ def test_a_task_waiting_on_a_drained_node_is_said_while_nnet_queue_waits(tmp_pat
             p.kill()
             raise
     finally:
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True)
+        unblock()
     assert p.wait(timeout=300) == 0, (tmp_path / "err").read_text()
-    said = [line for line in (tmp_path / "err").read_text().splitlines() if "waiting" in line]
+    assert (tmp_path / "log" / "t.2.log").read_text().count("# Ended (code 0)") == 1
+    return [line for line in (tmp_path / "err").read_text().splitlines() if "waiting" in line]
+
+
+@pytest.mark.cluster
+def test_a_task_waiting_on_a_drained_node_is_said_while_nnet_queue_waits(tmp_path):
+    """The node drained: the task stays PENDING and nnet-queue said nothing; now it says why, once,
+    and goes on when the node is back."""
+    require("slurm")
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+    said = waiting_said(tmp_path, "slurm",
+                        lambda: subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",
+                                                "reason=nnet-tools test"], check=True),
+                        lambda: subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True))
     assert len(said) == 1, said   # once
     assert re.match(r"nnet-queue: Slurm job \d+: tasks 1-2 waiting: pending for reason .*(DRAINED|ReqNodeNotAvail)",
                     said[0]) and "sinfo -R" in said[0], said
-    assert (tmp_path / "log" / "t.2.log").read_text().count("# Ended (code 0)") == 1
+
+
+@pytest.mark.cluster
+def test_a_task_queued_while_grid_engines_queues_are_disabled_is_said(tmp_path):
+    """Every queue instance disabled: the task stays qw; nnet-queue says so once and runs it when
+    they are enabled again."""
+    require("sge")
+    listing = subprocess.run(["qstat", "-f"], capture_output=True, text=True, check=True).stdout
+    queues = [line.split()[0] for line in listing.splitlines() if line.split() and "@" in line.split()[0]]
+    said = waiting_said(tmp_path, "sge", lambda: subprocess.run(["qmod", "-d", *queues], check=True, capture_output=True),
+                        lambda: subprocess.run(["qmod", "-e", *queues], check=True, capture_output=True))
+    assert len(said) == 1 and f"{queues[0]} (d)" in said[0] and "qmod -e" in said[0], said

@@ -63,6 +63,20 @@ def parse_found(text, tag):
     return ids
 
 
+def parse_unavailable_queues(text):
+    """``qstat -f`` output -> the queue instances that take no job now, with their state letters
+    (d disabled, u unreachable, E error, s/S suspended, D calendar-disabled, C calendar-suspended),
+    when that is every instance listed; else []."""
+    instances, down = 0, []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and "@" in fields[0] and "/" in fields[2]:
+            instances += 1
+            if len(fields) == 6 and set(fields[5]) & set("duEsSDC"):
+                down.append(f"{fields[0]} ({fields[5]})")
+    return down if instances and len(down) == instances else []
+
+
 def job_name(base):
     """A log name as a job name Grid Engine accepts (no '/:@\\*?', not starting with a digit)."""
     name = re.sub(r"[/:@\\*?\s]", "_", base)
@@ -92,6 +106,12 @@ class SgeBackend(EngineBackend):
             reasons = parse_error_reasons(run_command(["qstat", "-j", job], "qstat"))
             states = {task: s._replace(problem=f"{s.what}: {reasons.get(task, 'see qstat -j ' + job)}")
                       if s.problem else s for task, s in states.items()}
+        if any("qw" in s.what for s in states.values()):   # queued: is it the queues' doing?
+            down = parse_unavailable_queues(run_command(["qstat", "-f"], "qstat"))
+            if down:
+                waiting = (f"queued while queue instances take no jobs: {', '.join(down)} (disabled or "
+                           "unreachable? qstat -f; qmod -e enables)")
+                states = {task: s._replace(waiting=waiting) if "qw" in s.what else s for task, s in states.items()}
         return states
 
     def exit_status(self, job, task, state):
