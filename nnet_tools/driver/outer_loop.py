@@ -173,14 +173,14 @@ class OuterLoop:
 
     def copy_cmvn_opts(self):
         """As Kaldi's copy_egs_properties_to_exp_dir: decoding reads here the CMVN the egs were
-        made with (cmvn_opts; online_cmvn and global_cmvn.stats when it was online)."""
+        made with (cmvn_opts; global_cmvn.stats for online or global CMVN, online_cmvn for online)."""
         for name in ("cmvn_opts", "online_cmvn", "global_cmvn.stats"):
             source, dest = os.path.join(self.egs_dir, name), self.path(name)
             if os.path.exists(source):
                 with writing(dest), atomic_path(dest) as temp:
                     shutil.copyfile(source, temp)
             elif name != "cmvn_opts" and os.path.exists(dest):
-                os.unlink(dest)   # an earlier run's, from egs with online CMVN
+                os.unlink(dest)   # an earlier run's, from egs made with other CMVN
 
     def init_model(self, config, input_model):
         if input_model:
