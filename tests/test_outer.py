@@ -634,3 +634,13 @@ def test_diagnostics_that_did_not_finish_run_again_on_resume(tmp_path, egs_info,
     started = [name for name, _ in rec.commands if name.startswith("compute_prob_valid.")]
     assert started[0] == "compute_prob_valid.1.log" and "compute_prob_valid.0.log" not in started
     assert rec.command("progress.1.log")[-2:] == [str(exp / "0.mdl"), str(exp / "1.mdl")]
+
+
+def test_chunk_training_counts_an_epoch_in_whole_archives(tmp_path, egs_info):
+    """--trainer.chunk-training: each job trains on every frame of its archive (--chunk=true), so
+    an epoch is one pass over the archives, where the --frame scheme needs frames-per-eg passes."""
+    (egs_info / "info" / "frames_per_eg").write_text("4\n")
+    frame_loop, _ = drive(tmp_path / "frame", egs_info, lambda it, j: -1.0, num_epochs=1)
+    chunk_loop, rec = drive(tmp_path / "chunk", egs_info, lambda it, j: -1.0, num_epochs=1, chunk_training=True)
+    assert chunk_loop.num_iters == schedule.num_iters(1, 8, 1, 2, 4)[0] < frame_loop.num_iters == schedule.num_iters(1, 8, 4, 2, 4)[0]
+    assert "--chunk=true" in rec.command("train.0.JOB.log")

@@ -15,6 +15,8 @@ from nnet_tools.cli.common import program
 @click.command(context_settings={"show_default": True})
 @click.option("--learning-rate", type=float, required=True, help="Actual learning rate of this job (x each layer's learning-rate-factor).")
 @click.option("--frame", type=int, default=0, help="Label position of each eg to train on (nnet3-copy-egs --frame).")
+@click.option("--chunk", type=bool, default=False, help="Train on every labelled frame of each eg in one pass over "
+              "its chunk, as nnet3-train does (--frame then unused); --minibatch-size counts egs.")
 @click.option("--minibatch-size", default="512", help="Kaldi minibatch rule, e.g. 512, 256,128 or 128=64/256=32.")
 @click.option("--momentum", type=float, default=0.0)
 @click.option("--max-param-change", type=float, default=2.0, help="Global per-minibatch limit on the parameter change.")

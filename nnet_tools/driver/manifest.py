@@ -17,7 +17,7 @@ MODEL = "model"   # the fingerprint of the run's models (model/structure.py), on
 SCHEDULE_FIELDS = ("srand", "num_epochs", "jobs_initial", "jobs_final", "jobs_step", "initial_lrate", "final_lrate",
                    "minibatch_size", "momentum", "max_param_change", "outer_method", "proportional_shrink",
                    "dropout_schedule", "shuffle_buffer_size", "backstitch_scale", "backstitch_interval",
-                   "add_options", "outer_momentum", "outer_learning_rate", "outer_nesterov")
+                   "add_options", "outer_momentum", "outer_learning_rate", "outer_nesterov", "chunk_training")
 
 
 def file_hash(path):

@@ -22,7 +22,8 @@ from nnet_tools.train.minibatch import MinibatchRule, buffered_order
 class TrainOptions:
     """nnet3-train's options. Defaults are Kaldi's and give plain (natural-gradient) SGD."""
     learning_rate: float
-    frame: int = 0
+    frame: int = 0                           # the label position trained on (nnet2's --frame scheme)
+    chunk: bool = False                      # every labelled frame of each eg, in one pass (nnet3)
     minibatch_size: str = "512"
     momentum: float = 0.0
     max_param_change: float = 2.0
@@ -60,7 +61,12 @@ class TrainOptions:
 
 
 def minibatches(archive, opts, left, right, device):
-    """Yield (windows, labels) minibatches of the archive's label position ``opts.frame``."""
+    """Yield (windows, labels) minibatches of the archive's label position ``opts.frame``, or with
+    ``opts.chunk`` (chunks [B, left + frames-per-eg + right, D], labels [B, frames-per-eg], -1 for
+    none) of whole egs; --minibatch-size counts egs either way, as Kaldi's does."""
+    if opts.chunk:
+        yield from _chunk_minibatches(archive, opts, left, right, device)
+        return
     if not 0 <= opts.frame < archive.frames_per_eg:
         raise NnetError(f"{archive.path}: --frame {opts.frame} out of range (frames-per-eg {archive.frames_per_eg})")
     have = np.nonzero(archive.labels[:, opts.frame] >= 0)[0]
@@ -75,6 +81,27 @@ def minibatches(archive, opts, left, right, device):
         labels = torch.from_numpy(archive.labels[index, opts.frame].astype(np.int64))
         yield (archive.windows(index, opts.frame, left, right).to(device, non_blocking=True),
                labels.to(device, non_blocking=True))
+
+
+def _chunk_minibatches(archive, opts, left, right, device):
+    fpe = archive.frames_per_eg
+    have = np.nonzero((archive.labels >= 0).any(axis=1))[0]
+    order = have[buffered_order(len(have), opts.shuffle_buffer_size, np.random.default_rng(opts.srand))]
+    sizes, discarded = MinibatchRule(opts.minibatch_size).plan(len(order), left + fpe + right)
+    logger.info(f"Processing {len(order)} egs of {fpe} frames into {len(sizes)} minibatches, discarding "
+                f"{100.0 * discarded / max(1, len(order)):.2f}% of egs.")
+    start = 0
+    for size in sizes:
+        index = np.sort(order[start:start + size])
+        start += size
+        chunks = torch.from_numpy(archive.rows(index, archive.left_context - left, left + fpe + right))
+        labels = torch.from_numpy(archive.labels[index].astype(np.int64))
+        yield chunks.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+
+
+def num_frames(y):
+    """The labelled frames of a minibatch's labels: [B] (one position) or [B, frames-per-eg] (chunks)."""
+    return y.shape[0] if y.dim() == 1 else int((y >= 0).sum())
 
 
 class _Objective:
@@ -106,7 +133,11 @@ def _gradients(model, components, x, y, lr, archive, mb):
     coefficients k_c = -lr * learning-rate-factor_c). The delta is k_c times the gradient; it is
     left unscaled so the common case (no momentum, no l2) never copies a gradient."""
     model.zero_grad(set_to_none=True)
-    objf = model(x).gather(1, y.unsqueeze(1)).sum()
+    if y.dim() == 1:
+        objf = model(x).gather(1, y.unsqueeze(1)).sum()
+    else:   # a chunk's every frame, its unlabelled ones (-1) left out of the sum
+        picked = model.forward_chunk(x).gather(2, y.clamp(min=0).unsqueeze(2)).squeeze(2)
+        objf = picked.masked_fill(y < 0, 0.0).sum()
     try:
         (-objf).backward()
     except NnetError as e:  # natural gradient on non-finite values; say which came first
@@ -207,7 +238,7 @@ class _Updates:
 
     def sgd(self, x, y, mb):
         """One (natural-gradient) SGD step, with momentum and l2 when asked; returns the objective."""
-        opts, frames = self.opts, y.shape[0]
+        opts = self.opts
         objf, grads, coeffs = self.gradients(x, y, mb)
         if opts.momentum or self.l2_terms:
             deltas = _scaled(grads, coeffs)
@@ -215,7 +246,7 @@ class _Updates:
                 for ds, olds in zip(deltas, self.momentum_deltas):
                     torch._foreach_add_(ds, olds, alpha=opts.momentum)
             if self.l2_terms:
-                _add_l2(self.components, deltas, self.l2_terms, frames)
+                _add_l2(self.components, deltas, self.l2_terms, num_frames(y))
             result = self.apply(deltas, 1.0 - opts.momentum)
         else:  # plain (natural-gradient) SGD: the gradients as they are, lr in the coefficients
             result = self.apply(grads, 1.0, coefficients=coeffs)
@@ -234,7 +265,7 @@ class _Updates:
         objf2, grads, coeffs = self.gradients(x, y, mb)
         if self.l2_terms:
             deltas = _scaled(grads, coeffs)
-            _add_l2(self.components, deltas, self.l2_terms, y.shape[0] / (1.0 + alpha))
+            _add_l2(self.components, deltas, self.l2_terms, num_frames(y) / (1.0 + alpha))
             self.apply(deltas, 1.0 + alpha, 1.0 + alpha)
         else:
             self.apply(grads, 1.0 + alpha, 1.0 + alpha, coeffs)
@@ -260,14 +291,15 @@ def _train(model, archive, opts, device):
     for mb, (x, y) in enumerate(minibatches(archive, opts, model.left_context, model.right_context, device)):
         if alpha > 0 and mb % interval == phase:
             objf, objf2 = updates.backstitch(x, y, mb, alpha, device)
-            backstitched.add(mb, objf2.item(), y.shape[0])
+            backstitched.add(mb, objf2.item(), num_frames(y))
         else:
             objf = updates.sgd(x, y, mb)
         value = objf.item()  # the one host sync of a minibatch besides max-change's norms
         _check_finite(value, archive, mb)
-        output.add(mb, value, y.shape[0])
+        output.add(mb, value, num_frames(y))
     if output.tot_frames == 0:
-        raise NnetError(f"{archive.path}: no egs to train on at frame {opts.frame} (minibatch size {opts.minibatch_size})")
+        where = "in whole chunks" if opts.chunk else f"at frame {opts.frame}"
+        raise NnetError(f"{archive.path}: no egs to train on {where} (minibatch size {opts.minibatch_size})")
     bad = model.nonfinite()
     if bad:
         raise NnetError(f"{archive.path}: parameters became non-finite (NaN or inf) in {', '.join(bad)}: "
