@@ -203,3 +203,9 @@ def write_text(path, text):
     with atomic_path(path) as tmp:
         with open(tmp, "w") as f:
             f.write(text)
+
+
+def copy_file(source, path):
+    """Copy ``source`` to ``path``, all or nothing (as write_text)."""
+    with atomic_path(path) as tmp:
+        shutil.copyfile(source, tmp)

@@ -18,8 +18,8 @@ from nnet_tools.speech.search.vosk_decode import VoskDecoder
 def main(model_dir, wav_rspecifier, words_wspecifier):
     """Decode the audio of a wav.scp with vosk (Kaldi's online2 nnet3 decoder) over MODEL_DIR, a
     vosk model dir (steps/make_vosk_model.sh); write word-ids, as nnet-decode-faster-mapped
-    does, so that the same scoring reads both. vosk makes the features and the online CMVN from
-    the audio itself.
+    does, so that the same scoring reads both. vosk makes the features and the CMVN from the
+    audio itself.
 
     \b
     Example:

@@ -8,7 +8,6 @@ commands.py's.
 """
 import math
 import os
-import shutil
 import sys
 import time
 
@@ -19,7 +18,7 @@ from nnet_tools.driver.exp_lock import ExpLock
 from nnet_tools.driver.launcher import Launcher
 from nnet_tools.driver.retry import TrainingJobs
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path, write_text, writing
+from nnet_tools.fileio import copy_file, write_text
 from nnet_tools.queue import tasklog
 from nnet_tools.report import logparse, summary
 
@@ -178,8 +177,7 @@ class OuterLoop:
         for name in ("cmvn_opts", "online_cmvn", "global_cmvn.stats"):
             source, dest = os.path.join(self.egs_dir, name), self.path(name)
             if os.path.exists(source):
-                with writing(dest), atomic_path(dest) as temp:
-                    shutil.copyfile(source, temp)
+                copy_file(source, dest)
             elif name != "cmvn_opts" and os.path.exists(dest):
                 os.unlink(dest)   # an earlier run's, from egs made with other CMVN
 

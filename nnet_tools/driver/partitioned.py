@@ -12,7 +12,7 @@ import sys
 
 from nnet_tools.data.egs import read_info
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path, make_dirs, write_text
+from nnet_tools.fileio import copy_file, make_dirs, write_text
 from nnet_tools.model import config as config_mod
 from nnet_tools.driver import commands, manifest, options, outer_loop, preflight, resume, schedule
 from nnet_tools.driver.exp_lock import ExpLock
@@ -228,8 +228,7 @@ class Partitioned:
             if opts.cleanup:
                 os.replace(last, final)
             else:
-                with atomic_path(final) as tmp:
-                    shutil.copyfile(last, tmp)
+                copy_file(last, final)
         self.launcher.run("compute_prob_valid_sub.final.JOB.log", [
             "nnet-compute-prob", os.path.join(sub, "final.mdl"), os.path.join(egs_dir, "valid_diagnostic.egs")], jobs=k)
 

@@ -331,7 +331,7 @@ class EngineBackend(Backend):
         out = []
         for task in sorted(tasks):
             log = self.spec.log_for(task)
-            if (tasklog.silent_for(log) or 0) >= limit and tasklog.ended_code(log) is None:
+            if tasklog.stalled(log, limit) and tasklog.ended_code(log) is None:
                 print(f"{self.prog}: {self.title} task {self.job}.{task} stalled ({tasklog.stall_note(limit)}): "
                       f"cancelling it; see {log}", file=sys.stderr)
                 out.append(task)

@@ -31,6 +31,7 @@ from nnet_tools.queue.spec import THREAD_VARIABLES
 
 POLL_SECONDS = 0.05
 KILL_GRACE_SECONDS = 5.0
+STALL_CHECK_SECONDS = 1.0   # how often --stall-limit looks at the running tasks' logs
 
 
 def num_cpus():
@@ -91,6 +92,7 @@ class LocalBackend(Backend):
         pending = collections.deque(tasks)
         running, statuses = {}, {}
         max_wait, begun = spec.fault_option("max_wait"), time.monotonic()
+        stall_check = begun
         try:
             while pending or running:
                 if max_wait is not None and time.monotonic() - begun >= max_wait:
@@ -105,7 +107,8 @@ class LocalBackend(Backend):
                         free_gpus.extend(assigned)
                     else:
                         running[task] = started
-                if spec.stall_limit:
+                if spec.stall_limit and time.monotonic() >= stall_check:   # once a second, not every poll
+                    stall_check = time.monotonic() + STALL_CHECK_SECONDS
                     self._stop_stalled(running, statuses, free_gpus)
                 finished = [t for t, r in running.items() if r.popen.poll() is not None]
                 for task in finished:
@@ -153,7 +156,7 @@ class LocalBackend(Backend):
         """--stall-limit: kill each task whose log has not grown for that long (SIGCONT after the
         SIGTERM, so that a stopped one ends too) and count it as failed."""
         limit = self.spec.stall_limit
-        for task in [t for t, r in running.items() if (tasklog.silent_for(r.log) or 0) >= limit]:
+        for task in [t for t, r in running.items() if tasklog.stalled(r.log, limit)]:
             r = running.pop(task)
             with open(r.log, "a") as f:
                 f.write(f"# nnet-queue: local task {task} stalled: {tasklog.stall_note(limit)}: killed\n")

@@ -91,13 +91,13 @@ def ended_code(log):
     return None
 
 
-def silent_for(log):
-    """Seconds since the task's log last grew (its mtime: the task's own lines, or its header
-    when it started); None when there is no log yet (the task has not started)."""
+def stalled(log, limit):
+    """Whether a started task's log has not grown (its mtime: the task's own lines, or its header
+    when it started) for ``limit`` seconds; a task with no log yet has not started."""
     try:
-        return time.time() - os.stat(log).st_mtime
+        return time.time() - os.stat(log).st_mtime >= limit
     except FileNotFoundError:
-        return None
+        return False
 
 
 def stall_note(limit):

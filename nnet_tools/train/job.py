@@ -61,47 +61,38 @@ class TrainOptions:
 
 
 def minibatches(archive, opts, left, right, device):
-    """Yield (windows, labels) minibatches of the archive's label position ``opts.frame``, or with
-    ``opts.chunk`` (chunks [B, left + frames-per-eg + right, D], labels [B, frames-per-eg], -1 for
-    none) of whole egs; --minibatch-size counts egs either way, as Kaldi's does."""
+    """Yield (windows, labels, frames) minibatches of the archive's label position ``opts.frame``,
+    or with ``opts.chunk`` (chunks [B, left + frames-per-eg + right, D], labels [B, frames-per-eg],
+    -1 for none) of whole egs; ``frames`` counts the labelled frames, taken from the host's labels
+    (no device sync). --minibatch-size counts egs either way, as Kaldi's does."""
+    fpe = archive.frames_per_eg
     if opts.chunk:
-        yield from _chunk_minibatches(archive, opts, left, right, device)
-        return
-    if not 0 <= opts.frame < archive.frames_per_eg:
-        raise NnetError(f"{archive.path}: --frame {opts.frame} out of range (frames-per-eg {archive.frames_per_eg})")
-    have = np.nonzero(archive.labels[:, opts.frame] >= 0)[0]
+        have = np.nonzero((archive.labels >= 0).any(axis=1))[0]
+        eg_size, what = left + fpe + right, f"egs of {fpe} frames"
+
+        def batch(index):
+            labels = archive.labels[index]
+            rows = archive.rows(index, archive.left_context - left, eg_size)
+            return torch.from_numpy(rows), labels, int((labels >= 0).sum())
+    else:
+        if not 0 <= opts.frame < fpe:
+            raise NnetError(f"{archive.path}: --frame {opts.frame} out of range (frames-per-eg {fpe})")
+        have = np.nonzero(archive.labels[:, opts.frame] >= 0)[0]
+        eg_size, what = left + 1 + right, "egs"
+
+        def batch(index):
+            return archive.windows(index, opts.frame, left, right), archive.labels[index, opts.frame], len(index)
     order = have[buffered_order(len(have), opts.shuffle_buffer_size, np.random.default_rng(opts.srand))]
-    sizes, discarded = MinibatchRule(opts.minibatch_size).plan(len(order), left + 1 + right)
-    logger.info(f"Processing {len(order)} egs into {len(sizes)} minibatches, discarding "
+    sizes, discarded = MinibatchRule(opts.minibatch_size).plan(len(order), eg_size)
+    logger.info(f"Processing {len(order)} {what} into {len(sizes)} minibatches, discarding "
                 f"{100.0 * discarded / max(1, len(order)):.2f}% of egs.")
     start = 0
     for size in sizes:
         index = np.sort(order[start:start + size])  # sorted reads are kinder to the memory map
         start += size
-        labels = torch.from_numpy(archive.labels[index, opts.frame].astype(np.int64))
-        yield (archive.windows(index, opts.frame, left, right).to(device, non_blocking=True),
-               labels.to(device, non_blocking=True))
-
-
-def _chunk_minibatches(archive, opts, left, right, device):
-    fpe = archive.frames_per_eg
-    have = np.nonzero((archive.labels >= 0).any(axis=1))[0]
-    order = have[buffered_order(len(have), opts.shuffle_buffer_size, np.random.default_rng(opts.srand))]
-    sizes, discarded = MinibatchRule(opts.minibatch_size).plan(len(order), left + fpe + right)
-    logger.info(f"Processing {len(order)} egs of {fpe} frames into {len(sizes)} minibatches, discarding "
-                f"{100.0 * discarded / max(1, len(order)):.2f}% of egs.")
-    start = 0
-    for size in sizes:
-        index = np.sort(order[start:start + size])
-        start += size
-        chunks = torch.from_numpy(archive.rows(index, archive.left_context - left, left + fpe + right))
-        labels = torch.from_numpy(archive.labels[index].astype(np.int64))
-        yield chunks.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-
-
-def num_frames(y):
-    """The labelled frames of a minibatch's labels: [B] (one position) or [B, frames-per-eg] (chunks)."""
-    return y.shape[0] if y.dim() == 1 else int((y >= 0).sum())
+        x, labels, frames = batch(index)
+        yield (x.to(device, non_blocking=True), torch.from_numpy(labels.astype(np.int64)).to(device, non_blocking=True),
+               frames)
 
 
 class _Objective:
@@ -236,7 +227,7 @@ class _Updates:
         self.num_updates += 1
         return result
 
-    def sgd(self, x, y, mb):
+    def sgd(self, x, y, frames, mb):
         """One (natural-gradient) SGD step, with momentum and l2 when asked; returns the objective."""
         opts = self.opts
         objf, grads, coeffs = self.gradients(x, y, mb)
@@ -246,14 +237,14 @@ class _Updates:
                 for ds, olds in zip(deltas, self.momentum_deltas):
                     torch._foreach_add_(ds, olds, alpha=opts.momentum)
             if self.l2_terms:
-                _add_l2(self.components, deltas, self.l2_terms, num_frames(y))
+                _add_l2(self.components, deltas, self.l2_terms, frames)
             result = self.apply(deltas, 1.0 - opts.momentum)
         else:  # plain (natural-gradient) SGD: the gradients as they are, lr in the coefficients
             result = self.apply(grads, 1.0, coefficients=coeffs)
         self.momentum_deltas = deltas if (opts.momentum and result.applied) else None
         return objf
 
-    def backstitch(self, x, y, mb, alpha, device):
+    def backstitch(self, x, y, frames, mb, alpha, device):
         """A step of -alpha (natural-gradient estimates frozen), then the gradient at that point
         applied with 1 + alpha; the same dropout masks in both passes. Returns both objectives."""
         rng = _rng_state(device)
@@ -265,7 +256,7 @@ class _Updates:
         objf2, grads, coeffs = self.gradients(x, y, mb)
         if self.l2_terms:
             deltas = _scaled(grads, coeffs)
-            _add_l2(self.components, deltas, self.l2_terms, num_frames(y) / (1.0 + alpha))
+            _add_l2(self.components, deltas, self.l2_terms, frames / (1.0 + alpha))
             self.apply(deltas, 1.0 + alpha, 1.0 + alpha)
         else:
             self.apply(grads, 1.0 + alpha, 1.0 + alpha, coeffs)
@@ -288,15 +279,15 @@ def _train(model, archive, opts, device):
     updates = _Updates(model, components, l2_terms, opts, archive)
     output = _Objective("output", opts.print_interval)
     backstitched = _Objective("output_backstitch", opts.print_interval)
-    for mb, (x, y) in enumerate(minibatches(archive, opts, model.left_context, model.right_context, device)):
+    for mb, (x, y, frames) in enumerate(minibatches(archive, opts, model.left_context, model.right_context, device)):
         if alpha > 0 and mb % interval == phase:
-            objf, objf2 = updates.backstitch(x, y, mb, alpha, device)
-            backstitched.add(mb, objf2.item(), num_frames(y))
+            objf, objf2 = updates.backstitch(x, y, frames, mb, alpha, device)
+            backstitched.add(mb, objf2.item(), frames)
         else:
-            objf = updates.sgd(x, y, mb)
+            objf = updates.sgd(x, y, frames, mb)
         value = objf.item()  # the one host sync of a minibatch besides max-change's norms
         _check_finite(value, archive, mb)
-        output.add(mb, value, num_frames(y))
+        output.add(mb, value, frames)
     if output.tot_frames == 0:
         where = "in whole chunks" if opts.chunk else f"at frame {opts.frame}"
         raise NnetError(f"{archive.path}: no egs to train on {where} (minibatch size {opts.minibatch_size})")

@@ -2,8 +2,8 @@
 steps/make_vosk_model.sh wrote: the check that an exported model decodes in Kaldi's own C++
 decoder as it does in ours, and the anchor for our decoder's speed.
 
-vosk computes the features (conf/fbank.conf or mfcc.conf) and the online CMVN itself from the
-audio, so the whole front end is under test too. An utterance it splits at an endpoint (a long
+vosk computes the features (conf/fbank.conf or mfcc.conf) and the CMVN (am/global_cmvn.stats'
+mean) itself from the audio, so the whole front end is under test too. An utterance it splits at an endpoint (a long
 silence) gives several results; their words are joined.
 """
 import json
