@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kaldi's steps/align_si.sh: align a data dir with a trained GMM -> DIR/ali.JOB.ark, DIR/final.mdl.
+# Kaldi's steps/align_si.sh: align a data dir with a trained GMM -> DIR/ali.JOB.ark, DIR/final.mdl
+# (and the model dir's tree, final.mat and splice_opts, so its features are the model's).
 help_message="Usage: steps/align_si.sh [options] <data-dir> <lang-dir> <src-dir> <align-dir>
  e.g.: steps/align_si.sh --nj 4 --cmd \"\$train_cmd\" data/train data/lang exp/mono exp/mono_ali
 Options: --nj, --cmd, --beam (10), --retry-beam (40)"
@@ -20,8 +21,12 @@ mkdir -p $dir/log
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
 utils/atomic_write.sh $dir/final.mdl cat $srcdir/final.mdl
+for f in tree final.mat splice_opts; do   # what later steps read from an alignment dir, as Kaldi's copies
+  rm -f $dir/$f
+  if [ -f $srcdir/$f ]; then utils/atomic_write.sh $dir/$f cat $srcdir/$f; fi
+done
 utils/atomic_write.sh $dir/num_jobs echo $nj
-feats="ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | nnet-add-deltas ark:- ark:- |"
+feats=$(steps/gmm_feats.sh $sdata $dir)
 $cmd JOB=1:$nj $dir/log/align.JOB.log \
   nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam $dir/final.mdl $lang "$feats" \
   $sdata/JOB/text ark:$dir/ali.JOB.ark

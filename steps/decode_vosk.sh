@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Decode a data dir's audio with vosk (Kaldi's online2 nnet3 decoder) over a vosk model dir
 # (steps/make_vosk_model.sh): vosk makes the features and online CMVN from the wavs itself.
-# Word-ids as steps/decode.sh writes them, then the same scoring: DECODE_DIR/wer_10.
+# Word-ids as steps/decode.sh --one-best writes them, then the same scoring (local/score.sh): vosk
+# gives its best path only, so one setting, LMWT 10 (its acoustic scale 0.1) and penalty 0.0:
+# DECODE_DIR/wer_10_0.0, to set beside our lattice decode's wer_10_0.0 (the same objective).
 help_message="Usage: steps/decode_vosk.sh [options] <vosk-dir> <data-dir> <decode-dir>
  e.g.: steps/decode_vosk.sh --nj 2 --cmd \"\$train_cmd\" exp/nnet/vosk_model data/test exp/nnet/decode_test_vosk
 Options: --nj (4), --cmd"
@@ -19,6 +21,8 @@ utils/validate_data_dir.sh --no-feats $([ -f $data/text ] || echo --no-text) --l
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
 utils/split_data.sh $data $nj
+# An earlier decode's files here (lattices, more jobs' words) would be scored with these.
+rm -f $dir/lat.*.gz $dir/words.*.txt
 $cmd JOB=1:$nj $dir/log/decode.JOB.log \
   nnet-decode-vosk $model scp:$data/split$nj/JOB/wav.scp ark,t:$dir/words.JOB.txt
-local/score.sh $data $model/graph $dir
+local/score.sh --cmd "$cmd" $data $model/graph $dir

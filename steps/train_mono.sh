@@ -16,7 +16,6 @@ power=0.25
 beam=6
 retry_beam=40
 realign_iters="1 2 3 4 5 6 7 8 9 10 12 14 16 18 20 23 26 29 32 35 38"
-scale_opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1"
 . "$(dirname "$0")/parse_options.sh"
 [ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
 [ "$max_iter_inc" -ge 1 ] 2>/dev/null || { echo "$0: --max-iter-inc must be an integer >= 1" 1>&2; exit 1; }
@@ -25,7 +24,7 @@ data=$1; lang=$2; dir=$3
 # Every later stage reads the Gaussian count that stage -3 logged.
 [ $stage -le -3 ] || [ -f $dir/log/init.log ] || \
   { echo "$0: --stage $stage needs $dir/log/init.log, which stage -3 writes" 1>&2; exit 1; }
-for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo; do
+for f in $data/feats.scp $data/cmvn.scp $data/text $lang/L.fst $lang/topo $lang/phones/sets.int; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
 # The data dir as Kaldi's validate_data_dir.sh checks it, and its words against the lexicon's:
@@ -45,7 +44,7 @@ if [ $stage -le -4 ]; then
 fi
 if [ $stage -le -3 ]; then
   echo "$0: initializing monophone system."
-  $cmd $dir/log/init.log nnet-gmm-init-mono $lang ark:$dir/feats.1.ark $dir/0.mdl
+  $cmd $dir/log/init.log nnet-gmm-init-mono --shared-phones $lang/phones/sets.int $lang ark:$dir/feats.1.ark $dir/0.mdl
 fi
 if [ $stage -le -2 ]; then
   echo "$0: aligning data equally (pass 0)"
@@ -53,32 +52,14 @@ if [ $stage -le -2 ]; then
     nnet-gmm-align --equal $dir/0.mdl $lang $feats $sdata/JOB/text ark:$dir/ali.JOB.ark
 fi
 numgauss=$(grep -o "[0-9]* pdfs" $dir/log/init.log | head -1 | awk '{print $1}')
-incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
 if [ $stage -le -1 ]; then
   $cmd JOB=1:$nj $dir/log/acc.0.JOB.log nnet-gmm-acc-stats-ali $dir/0.mdl $feats ark:$dir/ali.JOB.ark $dir/0.JOB.acc
   $cmd $dir/log/update.0.log nnet-gmm-est --min-gaussian-occupancy 3 --mix-up $numgauss --power $power \
     $dir/0.mdl $(for j in $(seq $nj); do echo $dir/0.$j.acc; done) $dir/1.mdl
   rm $dir/0.*.acc
 fi
-x=1
-while [ $x -lt $num_iters ]; do
-  echo "$0: pass $x"
-  if [ $stage -le $x ]; then
-    if echo " $realign_iters " | grep -q " $x "; then
-      echo "$0: aligning data"
-      $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
-        nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam $dir/$x.mdl $lang $feats \
-        $sdata/JOB/text ark:$dir/ali.JOB.ark
-    fi
-    $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log nnet-gmm-acc-stats-ali $dir/$x.mdl $feats ark:$dir/ali.JOB.ark $dir/$x.JOB.acc
-    $cmd $dir/log/update.$x.log nnet-gmm-est --srand $x --mix-up $numgauss --power $power \
-      $dir/$x.mdl $(for j in $(seq $nj); do echo $dir/$x.$j.acc; done) $dir/$((x+1)).mdl
-    rm $dir/$x.mdl $dir/$x.*.acc
-  fi
-  [ $x -le $max_iter_inc ] && numgauss=$((numgauss + incgauss))
-  x=$((x+1))
-done
-utils/atomic_write.sh $dir/final.mdl cat $dir/$x.mdl
+steps/gmm_passes.sh --cmd "$cmd" --nj $nj --stage $stage --num-iters $num_iters --realign-iters "$realign_iters" \
+  --numgauss $numgauss --totgauss $totgauss --max-iter-inc $max_iter_inc --power $power \
+  --beam $beam --retry-beam $retry_beam $sdata $lang $dir
 rm -f $dir/feats.*.ark
-grep -h "Overall avg like per frame (Gaussian only)" $dir/log/acc.$((x-1)).*.log | sed 's/^LOG ([^)]*) //' | head -1
 echo "$0: done training monophone system in $dir"

@@ -83,7 +83,7 @@ def test_stage_1_in_a_fresh_dir_on_own_data_with_segments_and_oovs_then_uppercas
     assert done + errors == 18 and done >= 12, out
     assert "spka-000" in dict(tables.read_int_vectors(f"ark:{exp}/mono_ali/ali.1.ark"))   # 'one eleven two'
     # the DNN's output layer: the alignment model's pdf count, not the config's 10
-    assert "Output layer dim 62: the pdf count of exp/mono_ali/final.mdl" in (exp / "model_init.log").read_text()
+    assert "Output layer dim 62: the pdf count of exp/mono_ali/final.mdl" in (exp / "log" / "model_init.log").read_text()
     assert "dim: 62" in (exp / "model.yaml").read_text().split("name: output")[1]
     assert (exp / "egs" / "info" / "output_dim").read_text().strip() == "62"
 

@@ -1,4 +1,4 @@
-"""recipes/spoken_digits end to end at a small size: audio -> GMM -> DNN -> HCLG decode -> WER."""
+"""recipes/spoken_digits end to end at a small size: audio -> GMM -> DNN -> HCLG lattices -> WER."""
 import os
 import re
 import shutil
@@ -59,23 +59,38 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     # every program ran through $train_cmd: its log has run.pl's header and footer (summarize_logs.pl)
     for log in ("mono_ali/log/ali_to_pdf.log", "mono_ali/log/sum_pdf_counts.log", "nnet/log/adjust_priors.log"):
         assert "# Accounting: time=" in (exp / log).read_text(), log
+    # lattices, scored as Kaldi's score_kaldi.sh: LMWT 7..17 x penalties 0.0, 0.5, 1.0
+    sweep = sorted(f"wer_{lmwt}_{p}" for lmwt in range(7, 18) for p in ("0.0", "0.5", "1.0"))
     for system in ("mono", "nnet"):
-        assert "Done" in (exp / system / "decode_test" / "log" / "decode.1.log").read_text()
-        hyps = (exp / system / "decode_test" / "scoring" / "10.txt").read_text().splitlines()
+        decode_dir = exp / system / "decode_test"
+        assert "Done" in (decode_dir / "log" / "decode.1.log").read_text()
+        assert sorted(p.name for p in decode_dir.glob("lat.*.gz")) == ["lat.1.gz", "lat.2.gz"]
+        assert sorted(p.name for p in decode_dir.glob("wer_*")) == sweep
+        hyps = (decode_dir / "scoring_kaldi" / "penalty_0.0" / "10.txt").read_text().splitlines()
         assert len(hyps) == num_test
-    gmm_wer = wer_of(exp / "mono" / "decode_test" / "wer_10")
-    dnn_wer = wer_of(exp / "nnet" / "decode_test" / "wer_10")
+        best = (decode_dir / "scoring_kaldi" / "best_wer").read_text().split()
+        assert best[-1].startswith(f"exp/{system}/decode_test/wer_")
+        assert float(best[1]) == min(wer_of(decode_dir / name) for name in sweep)
+    gmm_wer = wer_of(exp / "mono" / "decode_test" / "wer_10_0.0")
+    dnn_wer = wer_of(exp / "nnet" / "decode_test" / "wer_10_0.0")
     assert dnn_wer < gmm_wer, r.stdout[-2000:]
     # The DNN exported to vosk (global CMVN, Kaldi's nnet3 and online2 decoder on the same wavs and
     # graph): every test utterance decoded, and vosk's WER within half a point of ours.
     assert not (exp / "nnet" / "online_cmvn").exists() and (exp / "nnet" / "vosk_model" / "am" / "global_cmvn.stats").exists()
     vosk_log = (exp / "nnet" / "decode_test_vosk" / "log" / "decode.1.log").read_text()
     assert "Timing stats: real-time factor was" in vosk_log and ", 0 with errors." in vosk_log
-    assert len((exp / "nnet" / "decode_test_vosk" / "scoring" / "10.txt").read_text().splitlines()) == num_test
-    vosk_wer = wer_of(exp / "nnet" / "decode_test_vosk" / "wer_10")
+    # vosk gives its best path: scored at the one setting of its objective, LMWT 10 and no penalty,
+    # as our lattices' wer_10_0.0 it is set beside
+    vosk_dir = exp / "nnet" / "decode_test_vosk"
+    assert len((vosk_dir / "scoring_kaldi" / "penalty_0.0" / "10.txt").read_text().splitlines()) == num_test
+    assert sorted(p.name for p in vosk_dir.glob("wer_*")) == ["wer_10_0.0"]
+    vosk_wer = wer_of(vosk_dir / "wer_10_0.0")
     assert abs(vosk_wer - dnn_wer) <= 0.5, r.stdout[-2000:]
     assert "the same, decoded by vosk" in r.stdout
     assert "Best WERs (held-out speakers):" in r.stdout and "Stage wall times (s):" in r.stdout
+    # the summary table: the WER at LMWT 10 and the sweep's best, with its LMWT and penalty
+    row = rf"^GMM \(monophone\) +{gmm_wer:.2f} +\d+\.\d\d \(LMWT \d+, penalty \d\.\d\)$"
+    assert re.search(row, r.stdout, re.M), r.stdout[-2000:]
     # train and test speakers are disjoint
     spk = {x: {line.split()[1] for line in (recipe / "data" / x / "utt2spk").read_text().splitlines()}
            for x in ("train", "test")}

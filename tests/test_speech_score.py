@@ -50,11 +50,17 @@ def test_nothing_scored_is_an_error_not_a_perfect_wer():
 
 
 def test_best_wer_sh_picks_lowest():
-    lines = ["exp/mono/decode_test/wer_10:%WER 12.50 [ 10 / 80, 1 ins, 2 del, 7 sub ]",
-             "exp/mono/decode_test/wer_9:%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]",
+    """As Kaldi's: of grep's 'file:%WER ...' lines the lowest (the first of equal ones), printed
+    '%WER ... file', the file last where score.sh reads the best LMWT and penalty from it."""
+    lines = ["exp/mono/decode_test/wer_10_0.0:%WER 12.50 [ 10 / 80, 1 ins, 2 del, 7 sub ]",
+             "exp/mono/decode_test/wer_9_0.5:%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]",
+             "exp/mono/decode_test/wer_8_1.0:%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]",
              "not a wer line"]
-    r = run("bash", "-c", f"printf '%s\\n' '{lines[0]}' '{lines[1]}' | {REPO}/utils/best_wer.sh")
-    assert r.stdout.strip() == lines[1]
+    r = run("bash", "-c", f"printf '%s\\n' {' '.join(repr(x) for x in lines)} | {REPO}/utils/best_wer.sh")
+    assert r.stdout == "%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ] exp/mono/decode_test/wer_9_0.5\n"
+    r = run("bash", "-c", f"echo '%WER 3.00 [ 3 / 100, 0 ins, 0 del, 3 sub ]' | {REPO}/utils/best_wer.sh")
+    assert r.stdout == "%WER 3.00 [ 3 / 100, 0 ins, 0 del, 3 sub ]\n"
+    assert run("bash", "-c", f"echo none | {REPO}/utils/best_wer.sh").stdout == ""
 
 
 def test_compute_wer_program(tmp_path):

@@ -24,7 +24,7 @@ ATOMIC_WRITE = REPO / "utils" / "atomic_write.sh"
 
 
 def test_atomic_write_replaces_a_file_only_with_a_whole_new_one(tmp_path):
-    """What the steps write with a shell redirect or cp (feats.scp, cmvn.scp, final.mdl, wer_10)
+    """What the steps write with a shell redirect or cp (feats.scp, cmvn.scp, final.mdl, wer_10_0.0)
     goes through it: a step stopped midway left a truncated or empty file under the real name."""
     target = tmp_path / "feats.scp"
     target.write_text("old\n")

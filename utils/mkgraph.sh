@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kaldi's utils/mkgraph.sh: LANG + model -> GRAPH_DIR/HCLG.fst (+ words.txt).
+# Kaldi's utils/mkgraph.sh: LANG + model -> GRAPH_DIR/HCLG.fst (+ words.txt, phones.txt and, as
+# Kaldi's, the lang's phones/ sets: decoding and scoring read silence.csl and word_boundary.int).
 set -euo pipefail
 self_loop_scale=0.1
 transition_scale=1.0
@@ -13,4 +14,6 @@ done
 mkdir -p $dir
 nnet-mkgraph --self-loop-scale $self_loop_scale --transition-scale $transition_scale $lang $model $dir 2> $dir/mkgraph.log || {
   echo "$0: failed, see $dir/mkgraph.log" 1>&2; tail -1 $dir/mkgraph.log 1>&2; exit 1; }
+rm -rf $dir/phones
+cp -r $lang/phones $dir/
 grep -o "Wrote .*" $dir/mkgraph.log

@@ -2,10 +2,11 @@
 # Spoken digits: a Kaldi hybrid acoustic-model recipe from audio to WER, offline.
 # espeak-ng connected digits -> MFCC + CMVN -> monophone GMM (kaldi-hmm-gmm) -> alignments ->
 # pdf-id targets -> DNN on fbank trained by parallel NG-SGD jobs averaged every iteration ->
-# log-likelihoods (log-posterior - log-prior) -> HCLG decoding -> WER, against the GMM baseline;
+# log-likelihoods (log-posterior - log-prior) -> HCLG lattices -> WER over Kaldi's LM-weight and
+# word-insertion-penalty sweep (local/score.sh), against the GMM baseline;
 # then the DNN exported to a vosk model dir and decoded by vosk (Kaldi's C++ online decoder).
-# Stages: 0 data; 1 features; 2 lang; 3 monophone GMM; 4 alignments, targets; 5 graph, GMM decode;
-# 6 egs; 7 DNN with 1 job; 8 DNN with the 2 -> 4 jobs ramp; 9 DNN decodes; 10 vosk export and
+# Stages: 0 data; 1 features; 2 lang; 3 monophone GMM; 4 alignments; 5 graph, GMM decode;
+# 6 targets and egs; 7 DNN with 1 job; 8 DNN with the 2 -> 4 jobs ramp; 9 DNN decodes; 10 vosk export and
 # decode; 11 summary.
 # Run from this directory:  ./run.sh [--stage N] [--stop-stage N] [--num-utts 1000]
 # Your own data: put Kaldi data dirs in data/train and data/test and start at stage 1 (docs/speech.md).
@@ -72,13 +73,6 @@ fi
 
 if run_stage 4; then
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/mono exp/mono_ali
-  # ali-to-pdf: the DNN's per-frame targets; their counts are the priors (Kaldi's default).
-  $train_cmd exp/mono_ali/log/ali_to_pdf.log nnet-ali-to-pdf exp/mono_ali/final.mdl "ark:cat exp/mono_ali/ali.*.ark |" \
-    ark,scp:$PWD/exp/mono_ali/pdf.ark,data/train_fbank/targets.scp
-  num_pdfs=$(grep -o "[0-9]* pdfs" exp/mono/log/init.log | head -1 | awk '{print $1}')
-  [ -n "$num_pdfs" ] || { echo "$0: no pdf count in exp/mono/log/init.log" 1>&2; exit 1; }
-  $train_cmd exp/mono_ali/log/sum_pdf_counts.log nnet-sum-pdf-counts --counts-dim $num_pdfs --normalize false \
-    scp:data/train_fbank/targets.scp exp/mono_ali/pdf_counts
   stage_done align
 fi
 
@@ -89,40 +83,15 @@ if run_stage 5; then
 fi
 
 if run_stage 6; then
-  # The output layer: one output per pdf of the alignment model, whatever conf/model.yaml says.
-  nnet-init --output-dim-from exp/mono_ali/final.mdl --write-config exp/model.yaml conf/model.yaml \
-    exp/model_context.mdl 2> exp/model_init.log || { tail -1 exp/model_init.log 1>&2; exit 1; }
-  num_pdfs=$(tr -d '[]' < exp/mono_ali/pdf_counts | wc -w)
-  # The egs carry the model's context (nnet3-info's left-context / right-context).
-  left=$(nnet-info exp/model_context.mdl 2> /dev/null | awk '/^left-context/ {print $2}')
-  right=$(nnet-info exp/model_context.mdl 2> /dev/null | awk '/^right-context/ {print $2}')
-  rm exp/model_context.mdl
-  # Diagnostic subsets of 100 utterances (Kaldi: 300), fewer on a small corpus.
-  ntrain=$(wc -l < data/train_fbank/targets.scp)
-  subset=$(( ntrain / 5 < 100 ? ntrain / 5 : 100 ))
-  # At least num-jobs-final (4) archives, and no more than $max_egs_per_archive egs in one.
-  frames=$(tr -d '[]' < exp/mono_ali/pdf_counts | awk '{ for (i = 1; i <= NF; i++) t += $i - 1 } END { print t }')
-  samples_per_iter=$(awk -v f=$frames -v e=$frames_per_eg -v m=$max_egs_per_archive \
-    'BEGIN { a = int(f / e / m) + 1; if (a < 4) a = 4; print int(f / e / a) + 10 }')
-  case $dnn_cmvn in
-    global) cmvn=(--global-cmvn true) ;; online) cmvn=(--online-cmvn true) ;; speaker) cmvn=() ;;
-    *) echo "$0: --dnn-cmvn must be global, speaker or online, got '$dnn_cmvn'" 1>&2; exit 1 ;;
-  esac
-  steps/get_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --left-context $left --right-context $right \
-    --samples-per-iter $samples_per_iter --num-utts-subset $subset --num-targets $num_pdfs "${cmvn[@]}" \
-    data/train_fbank exp/egs
+  # pdf-id targets and counts from the alignments, the config with their pdf count, the egs.
+  steps/make_dnn_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --max-egs-per-archive $max_egs_per_archive \
+    --dnn-cmvn $dnn_cmvn conf/model.yaml exp/mono_ali data/train_fbank exp
   stage_done egs
 fi
 
 train_dnn() {  # <dir> <jobs-initial> <jobs-final>
-  steps/train_dnn.py --cmd "$train_cmd" --use-gpu $use_gpu --config exp/model.yaml \
-    --trainer.num-epochs $num_epochs \
-    --trainer.optimization.num-jobs-initial $2 --trainer.optimization.num-jobs-final $3 \
-    --trainer.optimization.initial-effective-lrate 0.003 --trainer.optimization.final-effective-lrate 0.0003 \
-    --trainer.optimization.minibatch-size 256,128 --egs.dir exp/egs --dir $1
-  # Priors from the alignments' pdf counts, stored in the model: nnet-compute then writes
-  # log-likelihoods = log-posterior - log-prior.
-  $train_cmd $1/log/adjust_priors.log nnet-adjust-priors $1/final.mdl exp/mono_ali/pdf_counts $1/final.mdl
+  steps/train_hybrid_dnn.sh --cmd "$train_cmd" --use-gpu $use_gpu --num-epochs $num_epochs --jobs $2:$3 \
+    exp/model.yaml exp/egs exp/mono_ali $1
 }
 if run_stage 7 && $dnn_1job; then
   train_dnn exp/nnet_1job 1 1
@@ -157,14 +126,18 @@ fi
 
 if run_stage 11; then
   echo "Best WERs (held-out speakers):"
-  for x in exp/*/decode*; do [ -d $x ] && grep -H WER $x/wer_* | utils/best_wer.sh; done
+  for x in exp/*/decode*; do [ -d $x ] && grep WER $x/wer_* /dev/null | utils/best_wer.sh; done
   echo
-  printf "%-28s %s\n" "system" "WER"
-  printf "%-28s %s\n" "GMM (monophone)" "$(grep -o '%WER [0-9.]*' exp/mono/decode_test/wer_10 | awk '{print $2}')"
-  $dnn_1job && printf "%-28s %s\n" "DNN, 1 job" "$(grep -o '%WER [0-9.]*' exp/nnet_1job/decode_test/wer_10 | awk '{print $2}')"
-  printf "%-28s %s\n" "DNN, 2 -> 4 jobs averaged" "$(grep -o '%WER [0-9.]*' exp/nnet/decode_test/wer_10 | awk '{print $2}')"
-  [ -f exp/nnet/decode_test_vosk/wer_10 ] &&
-    printf "%-28s %s\n" "  the same, decoded by vosk" "$(grep -o '%WER [0-9.]*' exp/nnet/decode_test_vosk/wer_10 | awk '{print $2}')"
+  # WER at LM weight 10 (1 / acoustic scale, the decoder's own objective: what vosk's best path
+  # is scored at) and penalty 0.0; and the best of scoring's LMWT x penalty sweep (tuned on the test set).
+  wer_of() { grep -o '%WER [0-9.]*' $1 | awk '{print $2}'; }
+  best_of() { awk '{ n = split($NF, f, "_"); printf "%s (LMWT %s, penalty %s)", $2, f[n-1], f[n] }' $1/scoring_kaldi/best_wer; }
+  row() { printf "%-28s %-9s %s\n" "$1" "$(wer_of $2/wer_10_0.0)" "$(best_of $2)"; }
+  printf "%-28s %-9s %s\n" "system" "WER" "best WER"
+  row "GMM (monophone)" exp/mono/decode_test
+  $dnn_1job && row "DNN, 1 job" exp/nnet_1job/decode_test
+  row "DNN, 2 -> 4 jobs averaged" exp/nnet/decode_test
+  [ -f exp/nnet/decode_test_vosk/wer_10_0.0 ] && row "  the same, decoded by vosk" exp/nnet/decode_test_vosk
   echo
   echo "Stage wall times (s):"
   awk '{ printf "  %-12s %5d\n", $1, $2; t += $2 } END { printf "  %-12s %5d\n", "total", t }' $times

@@ -17,9 +17,9 @@ Its modules, one concern each (import the names below from here):
   and ``RandomAccessMatrices``, ``RandomAccessDoubleMatrices``, ``RandomAccessIntVectors``.
 - ``writers``: ``MatrixWriter``, ``DoubleMatrixWriter``, ``IntVectorWriter``.
 - ``objects``: single objects, not tables: ``read_wave``, ``read_vector``, ``write_vector``,
-  ``read_double_matrix``, ``write_double_matrix``.
+  ``read_double_matrix``, ``write_double_matrix``, ``write_float_matrix``.
 """
-from nnet_tools.data.tables.objects import (read_double_matrix, read_vector, read_wave, write_double_matrix,
+from nnet_tools.data.tables.objects import (read_double_matrix, read_vector, read_wave, write_double_matrix, write_float_matrix,
                                             write_vector)
 from nnet_tools.data.tables.readers import (RandomAccessDoubleMatrices, RandomAccessIntVectors,
                                             RandomAccessMatrices, read_double_matrices, read_int_vectors,

@@ -60,6 +60,11 @@ def write_double_matrix(path, matrix, binary=True):
     _write_object(path, to_matrix(_kni._DoubleMatrix, np.float64)(matrix, str(path)), binary)
 
 
+def write_float_matrix(path, matrix, binary=True):
+    """Write one Kaldi float matrix file atomically (``\\0BFM``, or text), e.g. an LDA transform."""
+    _write_object(path, to_matrix(_kni._FloatMatrix, np.float32)(matrix, str(path)), binary)
+
+
 def _write_object(path, value, binary):
     """Kaldi's writer of a single object crashes the process (SIGSEGV) when a write fails, as on
     a full disk: it writes to memory here (Linux), and Python writes the file."""

@@ -1,9 +1,11 @@
-"""Connected-digit utterances synthesised offline with espeak-ng: speakers, plans, waveforms.
+"""Utterances synthesised offline with espeak-ng: speakers, plans, waveforms.
 
 A speaker is one (accent, voice variant, speed, pitch) combination; train and test speakers are
-disjoint. The plan (who says which digits with which pauses) is drawn once from a seed and written
+disjoint. The plan (who says which words with which pauses) is drawn once from a seed and written
 as a Kaldi data dir plus ``synth.plan``, so the slow part, the waveforms, can be made by
-JOB=1:nj array jobs each taking every nj-th utterance.
+JOB=1:nj array jobs each taking every nj-th utterance. make_plan draws connected digits
+(recipes/spoken_digits); commands.make_plan draws sentences of a ~1000-word grammar
+(recipes/spoken_commands) as utterances of the same kind, which the same synthesise_job makes.
 """
 import os
 import random

@@ -72,3 +72,70 @@ class Aligner:
                                         num_retried=self.retried, tot_like=self.tot_like,
                                         frame_count=self.frames)
         return alignment if self.done > done_before else None
+
+
+def phone_segments(table, tids):
+    """Kaldi's SplitToPhones: [(phone, pdf-class of each frame)] in order, from an alignment and
+    its model's tid_table(). A phone ends with its transition into the final state, and, as our
+    graphs put self-loops after the transition out of a state (Kaldi's --reorder), with the
+    self-loops that follow it."""
+    tids = np.asarray(tids)
+    ends = []
+    for e in np.flatnonzero(table.is_final[tids]) + 1:
+        while e < len(tids) and table.is_self_loop[tids[e]] and table.state[tids[e]] == table.state[tids[e - 1]]:
+            e += 1
+        ends.append(e)
+    if not ends or ends[-1] != len(tids):  # an alignment that stops inside a phone
+        ends.append(len(tids))
+    starts = [0] + ends[:-1]
+    return [(int(table.phone[tids[a]]), table.pdf_class[tids[a:b]]) for a, b in zip(starts, ends)]
+
+
+def contexts(phones, width, central):
+    """The phone window around each phone of a sequence, 0 beyond its ends (Kaldi's convention)."""
+    padded = [0] * central + list(phones) + [0] * (width - 1 - central)
+    return [padded[i:i + width] for i in range(len(phones))]
+
+
+class AlignmentConverter:
+    """convert-ali: an alignment of ``old`` as the same path (phones, HMM states, transitions)
+    through ``new``'s transition-ids, whose pdfs its own tree gives in each phone's context."""
+
+    def __init__(self, old, new):
+        self.old = old.tid_table()
+        self.new_state = {t.__getstate__(): s + 1 for s, t in enumerate(new.tm.tuples)}
+        self.new_first = np.asarray(new.tm.state2id)
+        self.topo = khg.HmmTopology()
+        self.topo.read(new.topo_text)
+        self.tree = new.tree()
+        self._cache = {}   # (phone window, HMM state) -> new transition-state
+
+    def convert(self, tids, where):
+        tids = np.asarray(tids)
+        segments = phone_segments(self.old, tids)
+        windows = contexts([p for p, _ in segments], self.tree.context_width, self.tree.central_position)
+        out, start = np.empty_like(tids), 0
+        for (phone, classes), window in zip(segments, windows):
+            for t in range(start, start + len(classes)):
+                tid = tids[t]
+                state = self._new_state(window, phone, int(self.old.hmm_state[tid]), where)
+                out[t] = self.new_first[state] + tid - self.old.first_tid[self.old.state[tid]]
+            start += len(classes)
+        return out
+
+    def _new_state(self, window, phone, hmm_state, where):
+        key = (tuple(window), hmm_state)
+        if key not in self._cache:
+            entry = self.topo.topology_for_phone(phone)
+            pdfs = []
+            for cls in (entry[hmm_state].forward_pdf_class, entry[hmm_state].self_loop_pdf_class):
+                ok, pdf = self.tree.compute(window, cls)
+                if not ok:
+                    raise NnetError(f"{where}: the new tree has no pdf for phones {window}, pdf-class {cls}")
+                pdfs.append(pdf)
+            state = self.new_state.get((phone, hmm_state, *pdfs))
+            if state is None:
+                raise NnetError(f"{where}: phone {phone} state {hmm_state} is not in the new model "
+                                f"(models from different topologies?)")
+            self._cache[key] = state
+        return self._cache[key]

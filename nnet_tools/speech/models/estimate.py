@@ -140,19 +140,24 @@ def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, per
         log.info(f"GMM update: Overall avg like per frame = {stats.tot_like / max(stats.frames, 1):.6g} "
                  f"over {stats.frames} frames.")
     if mix_up > 0:
-        occs = np.array([stats.occ[offsets[p]:offsets[p + 1]].sum() for p in range(model.num_pdfs)],
-                        dtype=np.float32)
-        before = model.am.num_gauss
-        # Kaldi's split perturbs the copies with an unseeded C++ RNG that differs between runs of
-        # the wheel; split unperturbed, then perturb from ``srand`` so a pass is reproducible.
-        model.am.split_by_count(state_occs=occs, target_components=mix_up, perturb_factor=0.0,
-                                power=power, min_count=min_count)
-        _perturb_copies(model, perturb_factor, np.random.default_rng(srand))
-        if log:  # AmDiagGmm::SplitByCount's line (Kaldi's gmm_dir_info.pl reads "split #Gauss ... to N")
-            log.info(f"Split {model.num_pdfs} states with target = {mix_up}, power = {power:g}, perturb_factor = "
-                     f"{perturb_factor:g} and min_count = {min_count:g}, split #Gauss from {before} to "
-                     f"{model.am.num_gauss}")
+        occs = [stats.occ[offsets[p]:offsets[p + 1]].sum() for p in range(model.num_pdfs)]
+        split(model, occs, mix_up, power, perturb_factor, min_count, srand, log)
     return model
+
+
+def split(model, occs, mix_up, power=0.2, perturb_factor=0.01, min_count=20.0, srand=0, log=None):
+    """gmm-mixup: split Gaussians to ``mix_up`` in all, allocated to pdfs by their occupancy
+    ``occs`` ** power. Updates ``model`` in place."""
+    before = model.am.num_gauss
+    # Kaldi's split perturbs the copies with an unseeded C++ RNG that differs between runs of
+    # the wheel; split unperturbed, then perturb from ``srand`` so a pass is reproducible.
+    model.am.split_by_count(state_occs=np.asarray(occs, dtype=np.float32), target_components=mix_up,
+                            perturb_factor=0.0, power=power, min_count=min_count)
+    _perturb_copies(model, perturb_factor, np.random.default_rng(srand))
+    if log:  # AmDiagGmm::SplitByCount's line (Kaldi's gmm_dir_info.pl reads "split #Gauss ... to N")
+        log.info(f"Split {model.num_pdfs} states with target = {mix_up}, power = {power:g}, perturb_factor = "
+                 f"{perturb_factor:g} and min_count = {min_count:g}, split #Gauss from {before} to "
+                 f"{model.am.num_gauss}")
 
 
 def _floored_and_removed(stats, offsets, opts):

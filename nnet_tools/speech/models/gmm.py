@@ -1,8 +1,11 @@
 """The GMM acoustic model and its file: gmm-init-mono, the model file, and input checks.
 
-A model is a transition model plus one diagonal GMM per pdf, as Kaldi's final.mdl. Its file
-differs from Kaldi's (see the README's "Where we differ"): a numpy .npz (topology text,
-transition log-probs, Gaussians per pdf; read with allow_pickle=False, so it cannot run code).
+A model is a transition model plus one diagonal GMM per pdf, as Kaldi's final.mdl, and the
+context-dependency tree its pdfs come from (Kaldi keeps that in a separate ``tree`` file; a
+monophone model's tree follows from its topology). Its file differs from Kaldi's (see the
+README's "Where we differ"): a numpy .npz (topology text, the tree as Kaldi's binary
+ContextDependency bytes when it is not the monophone one, transition log-probs, Gaussians per
+pdf; read with allow_pickle=False, so it cannot run code).
 """
 import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see nnet_tools/speech/__init__.py)
 
@@ -12,7 +15,7 @@ import zipfile
 
 import numpy as np
 
-from nnet_tools.errors import NnetError
+from nnet_tools.errors import NnetError, read_error
 from nnet_tools.fileio import atomic_path
 from nnet_tools.log import logger
 
@@ -20,10 +23,11 @@ FORMAT = "nnet-tools-gmm-1"
 
 
 class Model:
-    """A transition model plus one diagonal GMM per pdf (Kaldi's final.mdl)."""
+    """A transition model plus one diagonal GMM per pdf (Kaldi's final.mdl), and its tree
+    (a kaldi_hmm_gmm.ContextDependency; None: the topology's monophone tree)."""
 
-    def __init__(self, topo_text, tm, am):
-        self.topo_text, self.tm, self.am = topo_text, tm, am
+    def __init__(self, topo_text, tm, am, ctx=None):
+        self.topo_text, self.tm, self.am, self.ctx = topo_text, tm, am, ctx
 
     @property
     def dim(self):
@@ -47,9 +51,44 @@ class Model:
                             f"come from different lexicons")
 
     def tree(self):
-        topo = _topology(self.topo_text)
-        return khg.monophone_context_dependency(phones=topo.phones,
-                                                phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
+        return self.ctx if self.ctx is not None else monophone_tree(_topology(self.topo_text))
+
+    def tid_table(self):
+        """Per transition-id (index 0 unused): what Kaldi's TransitionModel answers about it."""
+        return TidTable(self.tm, _topology(self.topo_text))
+
+
+class TidTable:
+    """Arrays over transition-ids: transition-state, phone, HMM state, pdf-class of that state,
+    whether it is a self-loop and whether it leaves the phone (Kaldi's IsFinal)."""
+
+    def __init__(self, tm, topo):
+        n = tm.num_transition_ids + 1
+        self.state = np.asarray(tm.id2state, dtype=np.int32)
+        self.first_tid = np.asarray(tm.state2id, dtype=np.int32)  # transition-state -> its first transition-id
+        tuples = [t.__getstate__() for t in tm.tuples]           # (phone, HMM state, pdfs)
+        self.phone, self.hmm_state, self.pdf_class = (np.zeros(n, dtype=np.int32) for _ in range(3))
+        self.is_final, self.is_self_loop = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        for t in range(1, n):
+            self.phone[t], self.hmm_state[t] = tuples[self.state[t] - 1][:2]
+            self.pdf_class[t] = topo.topology_for_phone(self.phone[t])[self.hmm_state[t]].forward_pdf_class
+            self.is_final[t], self.is_self_loop[t] = tm.is_final(t), tm.is_self_loop(t)
+
+
+def monophone_tree(topo):
+    return khg.monophone_context_dependency(phones=topo.phones,
+                                            phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
+
+
+def tree_from_bytes(data):
+    """A ContextDependency from Kaldi's binary stream of it (no header), as __getstate__ gives."""
+    ctx = khg.ContextDependency.__new__(khg.ContextDependency)
+    ctx.__setstate__(([int(b) for b in data],))
+    return ctx
+
+
+def tree_bytes(ctx):
+    return np.array(ctx.__getstate__()[0], dtype=np.int8)
 
 
 def _tid2pdf(tm):
@@ -91,22 +130,42 @@ def _topology(text):
     return topo
 
 
-def _transition_model(topo_text):
+def read_topology(path):
+    """A lang dir's ``topo`` file (Kaldi's text HmmTopology): (its text, the HmmTopology)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise read_error(path, "topology file", e) from None
+    try:
+        return text, _topology(text)
+    except RuntimeError as e:
+        raise NnetError(f"{path}: not a Kaldi topology ({kaldi_reason(e)})") from None
+
+
+def _transition_model(topo_text, ctx=None):
     topo = _topology(topo_text)
-    tree = khg.monophone_context_dependency(phones=topo.phones,
-                                            phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
-    return khg.TransitionModel(ctx_dep=tree, hmm_topo=topo)
+    return khg.TransitionModel(ctx_dep=ctx if ctx is not None else monophone_tree(topo), hmm_topo=topo)
 
 
-def init_mono(topo_text, feats):
-    """gmm-init-mono: every pdf one Gaussian with the global mean and variance of ``feats``."""
+def init_mono(topo_text, feats, shared_phones=None):
+    """gmm-init-mono: every pdf one Gaussian with the global mean and variance of ``feats``.
+    ``shared_phones`` (phones/sets.int: the word-position variants of each phone): phones of a
+    set share their pdfs, as gmm-init-mono --shared-phones."""
     if len(feats) == 0:
         raise NnetError("gmm-init-mono: no features to initialise from")
     if len({f.shape[1] for f in feats}) != 1:
         raise NnetError(f"gmm-init-mono: utterances of different feature dims {sorted({f.shape[1] for f in feats})}")
+    ctx = None
+    if shared_phones and any(len(s) > 1 for s in shared_phones):
+        topo = _topology(topo_text)
+        if sorted(p for s in shared_phones for p in s) != sorted(topo.phones):
+            raise NnetError("gmm-init-mono: the --shared-phones sets do not cover the topology's phones once each")
+        ctx = khg.monophone_context_dependency_shared(phone_classes=[sorted(s) for s in shared_phones],
+                                                      phone2num_pdf_classes=topo.get_phone_to_num_pdf_classes())
     x = np.concatenate(feats).astype(np.float64)
     mean, var = x.mean(0), np.maximum(x.var(0), 1e-4)
-    tm = _transition_model(topo_text)
+    tm = _transition_model(topo_text, ctx)
     gmm = khg.DiagGmm(nmix=1, dim=x.shape[1])
     gmm.set_weights(np.ones(1, dtype=np.float32))
     gmm.set_means(mean[None, :].astype(np.float32))
@@ -115,7 +174,7 @@ def init_mono(topo_text, feats):
     am = khg.AmDiagGmm()
     for _ in range(tm.num_pdfs):
         am.add_pdf(gmm)
-    return Model(topo_text, tm, am)
+    return Model(topo_text, tm, am, ctx)
 
 
 def save(model, path):
@@ -131,9 +190,10 @@ def save(model, path):
     for name, arrays in (("weights", weights), ("means", means), ("vars", variances)):
         if not all(np.isfinite(a).all() for a in arrays):  # a file no program could load
             raise NnetError(f"{path}: not written: the GMM's {name} are not finite (too large a --perturb-factor?)")
+    tree = {} if model.ctx is None else {"tree": tree_bytes(model.ctx)}
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
-            np.savez(f, format=np.array(FORMAT), topo=np.array(model.topo_text),
+            np.savez(f, format=np.array(FORMAT), topo=np.array(model.topo_text), **tree,
                      log_probs=np.array(state[6]), non_self_loop_log_probs=np.array(state[7]),
                      num_gauss=np.array(counts, dtype=np.int32), weights=np.concatenate(weights),
                      means=np.concatenate(means), vars=np.concatenate(variances), tid2pdf=model.tid2pdf())
@@ -183,7 +243,11 @@ def load(path):
     _check_model_arrays(d, path)
     topo_text = str(d["topo"])
     try:
-        tm = _transition_model(topo_text)
+        ctx = tree_from_bytes(d["tree"]) if "tree" in d else None
+    except RuntimeError as e:
+        raise NnetError(f"{path}: corrupt GMM model: its tree does not parse ({kaldi_reason(e)})") from None
+    try:
+        tm = _transition_model(topo_text, ctx)
     except RuntimeError as e:
         raise NnetError(f"{path}: corrupt GMM model: its topology does not parse ({kaldi_reason(e)})") from None
     state = tm.__getstate__()
@@ -207,7 +271,7 @@ def load(path):
         g.compute_gconsts()
         am.add_pdf(g)
         start += n
-    return Model(topo_text, tm, am)
+    return Model(topo_text, tm, am, ctx)
 
 
 def load_tid2pdf(path):
@@ -223,3 +287,46 @@ def load_tid2pdf(path):
 
 def num_gauss(model):
     return model.am.num_gauss
+
+
+def transform_means(model, matrix, where):
+    """gmm-transform-means: every mean mu becomes A mu (or A [mu; 1] for an affine A), the
+    variances kept, as Kaldi does after an MLLT update (the transform is nearly orthogonal)."""
+    a = np.asarray(matrix, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != model.dim or a.shape[1] not in (model.dim, model.dim + 1):
+        raise NnetError(f"{where}: a {a.shape} matrix cannot transform the means of a dim-{model.dim} model")
+    for p in range(model.num_pdfs):
+        for k in range(model.am.num_gauss_in_pdf(p)):
+            mean = np.asarray(model.am.get_gaussian_mean(p, k), dtype=np.float64)
+            new = a[:, :model.dim] @ mean + (a[:, model.dim] if a.shape[1] > model.dim else 0.0)
+            model.am.set_gaussian_mean(p, k, new.astype(np.float32))
+    model.am.compute_gconsts()
+
+
+def init_from_leaf_stats(topo_text, ctx, leaf_stats, var_floor=0.01, log=None):
+    """gmm-init-model: one Gaussian per pdf of the tree ``ctx`` from its pooled statistics
+    (leaf_stats[pdf]: a tree_stats.Gauss; None for a leaf without any, which gets the global ones, as
+    Kaldi does, and a warning). Variances are floored at ``var_floor``."""
+    tm = _transition_model(topo_text, ctx)
+    seen = [g for g in leaf_stats if g is not None]
+    if not seen:
+        raise NnetError("gmm-init-model: no stats")
+    total = seen[0]
+    for g in seen[1:]:
+        total = total + g
+    am = khg.AmDiagGmm()
+    for pdf, g in enumerate(leaf_stats):
+        if g is None and log:
+            log.warning(f"Tree has pdf-id {pdf} with no stats; using the stats of all pdfs")
+        g = total if g is None else g
+        if g.count < 100 and log:
+            log.warning(f"Very small count for state {pdf}: {g.count:g}")
+        mean = g.x / g.count
+        var = np.maximum(g.x2 / g.count - mean * mean, var_floor)
+        gauss = khg.DiagGmm(nmix=1, dim=len(mean))
+        gauss.set_weights(np.ones(1, dtype=np.float32))
+        gauss.set_means(mean[None, :].astype(np.float32))
+        gauss.set_invvars((1.0 / var)[None, :].astype(np.float32))
+        gauss.compute_gconsts()
+        am.add_pdf(gauss)
+    return Model(topo_text, tm, am, ctx)

@@ -1,0 +1,1 @@
+../spoken_digits/cmd.sh

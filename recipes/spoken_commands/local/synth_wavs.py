@@ -1,0 +1,1 @@
+../../spoken_digits/local/synth_wavs.py

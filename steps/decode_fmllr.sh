@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Kaldi's steps/decode_fmllr.sh: decode with a SAT model (tri3) and per-speaker fMLLR estimated
+# from the data itself. A speaker-independent pass (its best path, first beam) gives the first
+# transforms (silence weighted --silence-weight); a pass on the adapted features gives a second
+# transform composed on the first; a last pass writes DECODE_DIR/lat.JOB.gz, then scoring as
+# steps/decode.sh. Where Kaldi rescores the second pass's lattices (gmm-rescore-lattice) we decode
+# a third time, and the transforms come from best paths, not lattice posteriors. The first pass
+# uses the SAT model itself (Kaldi: final.alimdl when there is one; train_sat.sh makes none).
+help_message="Usage: steps/decode_fmllr.sh [options] <graph-dir> <data-dir> <decode-dir>
+ e.g.: steps/decode_fmllr.sh --nj 4 --cmd \"\$train_cmd\" exp/tri3/graph data/test exp/tri3/decode_test
+Options: --nj, --cmd, --acwt (0.083333), --beam (13), --first-beam (10), --lattice-beam (6.0),
+  --silence-weight (0.01), --scoring-opts, --skip-scoring (false)"
+set -euo pipefail
+cmd="nnet-queue local"
+nj=4
+acwt=0.083333
+beam=13
+first_beam=10
+lattice_beam=6.0
+silence_weight=0.01
+scoring_opts=
+skip_scoring=false
+. "$(dirname "$0")/parse_options.sh"
+[ $# -eq 3 ] || { echo "$help_message" 1>&2; exit 1; }
+graphdir=$1; data=$2; dir=$3
+srcdir=$(dirname $dir)
+for f in $graphdir/HCLG.fst $graphdir/phones/silence.csl $data/feats.scp $data/cmvn.scp $srcdir/final.mdl; do
+  [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
+done
+utils/validate_data_dir.sh $([ -f $data/text ] || echo --no-text) --lang $graphdir $data
+mkdir -p $dir/log
+utils/atomic_write.sh $dir/num_jobs echo $nj
+utils/split_data.sh $data $nj
+sdata=$data/split$nj
+mdl=$srcdir/final.mdl
+sifeats=$(steps/gmm_feats.sh $sdata $srcdir)
+adapted() { echo "${sifeats%|}| nnet-transform-feats --utt2spk ark:$sdata/JOB/utt2spk ark:$dir/$1.JOB ark:- ark:- |"; }
+latgen="nnet-latgen-faster-mapped --acoustic-scale $acwt --lattice-beam $lattice_beam --allow-partial true $mdl $graphdir/HCLG.fst ark:-"
+fmllr="nnet-gmm-est-fmllr --spk2utt ark:$sdata/JOB/spk2utt --silence-phones $(cat $graphdir/phones/silence.csl) --silence-weight $silence_weight $mdl"
+rm -f $dir/lat.*.gz $dir/words.*.txt
+echo "$0: speaker-independent pass, then the first fMLLR transforms"
+$cmd JOB=1:$nj $dir/log/decode_si.JOB.log bash -o pipefail -c \
+  "nnet-gmm-compute-likes $mdl \"$sifeats\" ark:- | ${latgen/--acoustic-scale/--beam $first_beam --acoustic-scale} ark:/dev/null ark:/dev/null ark:$dir/ali_si.JOB.ark &&
+   $fmllr \"$sifeats\" ark:$dir/ali_si.JOB.ark ark:$dir/pre_trans.JOB"
+echo "$0: pass on the adapted features, then the second transforms"
+$cmd JOB=1:$nj $dir/log/decode_pass1.JOB.log bash -o pipefail -c \
+  "nnet-gmm-compute-likes $mdl \"$(adapted pre_trans)\" ark:- | ${latgen/--acoustic-scale/--beam $beam --acoustic-scale} ark:/dev/null ark:/dev/null ark:$dir/ali_pass1.JOB.ark &&
+   $fmllr \"$(adapted pre_trans)\" ark:$dir/ali_pass1.JOB.ark ark:$dir/trans_tmp.JOB &&
+   nnet-compose-transforms --b-is-affine true ark:$dir/trans_tmp.JOB ark:$dir/pre_trans.JOB ark:$dir/trans.JOB"
+echo "$0: final pass"
+$cmd JOB=1:$nj $dir/log/decode.JOB.log bash -o pipefail -c \
+  "nnet-gmm-compute-likes $mdl \"$(adapted trans)\" ark:- | ${latgen/--acoustic-scale/--beam $beam --acoustic-scale} \"ark:| utils/atomic_write.sh $dir/lat.JOB.gz gzip -c\" ark,t:$dir/words.JOB.txt"
+rm -f $dir/ali_si.*.ark $dir/ali_pass1.*.ark $dir/pre_trans.* $dir/trans_tmp.*
+if ! $skip_scoring; then
+  [ -x local/score.sh ] || { echo "$0: not scoring: local/score.sh does not exist or is not executable" 1>&2; exit 1; }
+  local/score.sh --cmd "$cmd" $scoring_opts $data $graphdir $dir
+fi
