@@ -1,5 +1,6 @@
 """steps/make_vosk_model.sh refuses what vosk cannot reproduce, and nnet-decode-vosk a dir it
 cannot load, each in one line (the whole export and decode: tests/test_speech_recipe.py)."""
+import importlib.util
 import subprocess
 
 import pytest
@@ -50,8 +51,10 @@ def test_make_vosk_model_names_a_missing_file(tmp_path):
     assert r.returncode == 1 and r.stderr.strip().endswith(f"expected file {tmp_path}/graph/HCLG.fst to exist")
 
 
+# Looked up, not imported: libvosk loaded into a process that has loaded kaldilm hangs there,
+# and an xdist worker may have run tests/test_speech_lm.py before this file.
+@pytest.mark.skipif(importlib.util.find_spec("vosk") is None, reason="vosk is not installed")
 def test_decode_vosk_refuses_a_dir_that_is_not_a_model(tmp_path):
-    pytest.importorskip("vosk")
     (tmp_path / "wav.scp").write_text("u1 /nonexistent.wav\n")
     line = error_line(run("nnet-decode-vosk", tmp_path, f"scp:{tmp_path}/wav.scp", "ark,t:/dev/null"))
     assert f"{tmp_path}: not a vosk model dir: no am/final.mdl" in line

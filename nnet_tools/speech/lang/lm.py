@@ -11,7 +11,8 @@ them: the unknown word stands in for them. Perplexity scores words the LM lacks 
 word (kaldingram's ppl with that word as its unk), and counts them as OOVs.
 
 Import order (one process): kaldi_hmm_gmm, then kaldifst, then kaldilm; kaldilm before kaldifst
-hangs, as kaldifst before kaldi_hmm_gmm does (see nnet_tools/speech/__init__.py).
+hangs, as kaldifst before kaldi_hmm_gmm does (see nnet_tools/speech/__init__.py), and so does
+loading vosk after kaldilm: keep kaldilm out of processes that decode with vosk.
 """
 import collections
 import contextlib

@@ -3,12 +3,15 @@
 Steps as mkgraph.sh: LG = detstar(L o G) in the log semiring, minimised; CLG by composing the
 (monophone) context; Ha = the HMM transducer with transition probs (scale 1.0); HCLGa =
 detstar(Ha o CLG) with disambiguation transition-ids removed, minimised; HCLG = HCLGa with
-self-loops (scale 0.1). fstpushspecial and fstrmepslocal, optimisations only, are left out.
+self-loops (scale 0.1). LG is pushed as fstpushspecial pushes it (push_special.py): without it
+the LM's costs come at word ends and a beam of 13 prunes the right word sequences. fstrmepslocal,
+an optimisation only, is left out.
 """
 import kaldi_hmm_gmm as khg  # before kaldifst: the other import order hangs (see nnet_tools/speech/__init__.py)
 import kaldifst
 
 from nnet_tools.errors import NnetError
+from nnet_tools.speech.search.push_special import push_special
 
 
 def _relabel_inputs_to_eps(fst, labels):
@@ -34,6 +37,7 @@ def make_hclg(lang, model, l_disambig, g, transition_scale=1.0, self_loop_scale=
     lg = kaldifst.compose(l_disambig, g)
     kaldifst.determinize_star(lg, use_log=True)
     kaldifst.minimize_encoded(lg)
+    lg = push_special(lg)
     tree = model.tree()
     clg, ilabels = kaldifst.compose_context(disambig_syms=lang.disambig, context_width=tree.context_width,
                                             central_position=tree.central_position, ifst=lg)
