@@ -1,7 +1,9 @@
 """Triphone GMMs (steps/train_deltas.sh and what it calls): phone segments of Kaldi's own
 alignments, convert-ali onto a tree, a model file that keeps its tree, gmm-init-model, and
-train_deltas.sh end to end on Kaldi's yesno exp/mono, decoded with the triphone graph."""
+train_deltas.sh end to end on Kaldi's yesno exp/mono, decoded with the triphone graph, whose
+phones in context are those of the training graphs."""
 import kaldi_hmm_gmm as khg  # before kaldifst (nnet_tools/speech/__init__.py)
+import kaldifst
 
 import os
 from pathlib import Path
@@ -13,7 +15,10 @@ from helpers import error_line, run
 from nnet_tools.data import tables
 from nnet_tools.kaldi import alignments, gmm as kaldi_gmm
 from nnet_tools.speech.corpus import transcripts
+from nnet_tools.speech.lang import fstio, langdir
 from nnet_tools.speech.models import align, gmm, questions, tree, tree_build, tree_stats
+from nnet_tools.speech.models.likelihoods import compute_likes
+from nnet_tools.speech.search import graph
 
 REPO = Path(__file__).resolve().parents[1]
 YESNO = REPO.parent / "shared" / "testdata" / "kaldi-models" / "yesno-mono-gmm"
@@ -176,6 +181,41 @@ def test_train_deltas_builds_a_tree_trains_and_decodes(yesno_dirs):
     hyp = {line.split()[0]: [words[int(i)] for i in line.split()[1:]] for line in (d / "words.txt").read_text().splitlines()}
     refs = transcripts.read_text(str(d / "data" / "text"))
     assert len(hyp) == 31 and sum(hyp[u] == refs[u] for u in refs) >= 25
+    # The decoding graph expands phones in context as the training graphs do: HCLG made with a G
+    # of the reference words alone holds the forced alignment's path (the same acoustic score).
+    feats = dict(tables.read_matrices(feats.replace("data/", f"{d}/data/")))
+    for utt, ref_score, hclg_score in _reference_path_scores(d / "tri1" / "final.mdl", refs, feats, 4):
+        assert hclg_score == pytest.approx(ref_score, rel=1e-6), utt
+
+
+def _reference_path_scores(model, refs, feats, count):
+    """(utt, acoustic log-likelihood of the training graph's alignment, the same of the best path
+    through HCLG made by mkgraph's steps with a G accepting the reference words alone)."""
+    mdl, lng = gmm.load(model), langdir.load(LANG)
+    l_disambig = fstio.read_fst(f"{LANG}/L_disambig.fst")
+    compiler = align.GraphCompiler(mdl, lng, fstio.read_fst(f"{LANG}/L.fst"))
+    tid2pdf = np.asarray(gmm.load_tid2pdf(model))
+    for utt in sorted(refs)[:count]:
+        ids = lng.word_ids(refs[utt], utt)
+        g = kaldifst.StdVectorFst()
+        for _ in range(len(ids) + 1):
+            g.add_state()
+        g.start = 0
+        for i, w in enumerate(ids):
+            g.add_arc(i, kaldifst.StdArc(w, w, 0.0, i + 1))
+        g.set_final(len(ids), 0.0)
+        likes = compute_likes(mdl, feats[utt])
+        hclg = graph.make_hclg(lng, mdl, l_disambig, g)   # named: the decoder keeps a C++ reference
+        decoder = khg.FasterDecoder(hclg, khg.FasterDecoderOptions(beam=500.0, max_active=100000, min_active=20))
+        decoder.decode(khg.DecodableCtc(np.ascontiguousarray(0.1 * likes[:, tid2pdf[1:]], dtype=np.float32)))
+        _, path = decoder.get_best_path(use_final_probs=True)
+        _, hclg_tids, _, _ = kaldifst.get_linear_symbol_sequence(path)
+        ali = align.Aligner(mdl, beam=500.0, retry_beam=0).align(utt, compiler.compile(refs[utt], utt), feats[utt])
+        yield utt, _path_score(likes, tid2pdf, ali), _path_score(likes, tid2pdf, hclg_tids)
+
+
+def _path_score(likes, tid2pdf, tids):
+    return float(sum(likes[t, tid2pdf[tid]] for t, tid in enumerate(tids)))
 
 
 def test_convert_ali_refuses_a_tree_that_is_not_the_models(yesno_dirs, tmp_path):
