@@ -8,14 +8,14 @@
 # uses the SAT model itself (Kaldi: final.alimdl when there is one; train_sat.sh makes none).
 help_message="Usage: steps/decode_fmllr.sh [options] <graph-dir> <data-dir> <decode-dir>
  e.g.: steps/decode_fmllr.sh --nj 4 --cmd \"\$train_cmd\" exp/tri3/graph data/test exp/tri3/decode_test
-Options: --nj, --cmd, --acwt (0.083333), --beam (13), --first-beam (10), --lattice-beam (6.0),
+Options: --nj, --cmd, --acwt (0.083333), --beam (20), --first-beam (20), --lattice-beam (6.0),
   --silence-weight (0.01), --scoring-opts, --skip-scoring (false)"
 set -euo pipefail
 cmd="nnet-queue local"
 nj=4
 acwt=0.083333
-beam=13
-first_beam=10
+beam=20        # Kaldi's 13 and 10; 20 as steps/decode.sh says why (our lattice decoder has no
+first_beam=20  # min-active). spoken_commands' tri3: 4.40 % best WER at 13/10, 4.09 at 20/20.
 lattice_beam=6.0
 silence_weight=0.01
 scoring_opts=
