@@ -175,6 +175,14 @@ def test_compute_divides_by_the_models_priors(model, tmp_path):
     tables.write_vector(tmp_path / "q.vec", [1, 1, 1, 1, 4], binary=False)
     np.testing.assert_allclose(priors.log_priors_for_decoding(stored, str(tmp_path / "q.vec"), dim=5).numpy(),
                                np.log([0.125, 0.125, 0.125, 0.125, 0.5]), rtol=1e-6)
+    # A pdf never counted (its prior at the floor) is not favoured by the division, as in Kaldi's
+    # nnet1: its log-prior is log(sqrt(FLT_MAX)), not log(1e-15).
+    tables.write_vector(tmp_path / "unseen.vec", [1, 1, 0, 1, 1], binary=False)
+    log_priors = priors.log_priors_for_decoding(stored, str(tmp_path / "unseen.vec"), dim=5).numpy()
+    np.testing.assert_allclose(log_priors, [np.log(0.25)] * 2 + [44.3614] + [np.log(0.25)] * 2, rtol=1e-5)
+    model_io.save(net, tmp_path / "unseen.mdl", priors=priors.read(tmp_path / "unseen.vec"))   # float32 in the file
+    _, unseen = model_io.load(tmp_path / "unseen.mdl", with_priors=True)
+    np.testing.assert_allclose(priors.log_priors_for_decoding(unseen, None, dim=5).numpy(), log_priors, rtol=1e-5)
 
 
 

@@ -4,7 +4,7 @@ that turns network posteriors into scaled likelihoods for the decoder).
 
 Priors are a probability vector over the model's outputs (pdf-ids). A prior is floored at
 1e-15 (nnet3-am-adjust-priors' --prior-floor) so that a pdf never seen in training does not
-become log(0). Vector files are Kaldi's: binary (``\\0BFV``, ``\\0BDV``) or text (``[ ... ]``).
+become log(0); decoding then treats a pdf at the floor as nnet1 does, never favoured. Vector files are Kaldi's: binary (``\\0BFV``, ``\\0BDV``) or text (``[ ... ]``).
 """
 import math
 
@@ -18,6 +18,7 @@ from nnet_tools.log import logger
 from nnet_tools.model import model_io
 
 PRIOR_FLOOR = 1.0e-15
+UNSEEN_LOG_PRIOR = 0.5 * math.log(np.finfo(np.float32).max)   # log(sqrt(FLT_MAX)), 44.36
 
 
 def count_pdfs(targets_rspecifier, counts_dim=None):
@@ -105,7 +106,12 @@ def log_priors_for_decoding(model_priors, priors_path=None, use_priors=True, dim
         priors = stored(model_priors, dim, model)
     else:
         return None
-    return torch.from_numpy(np.log(priors)).float()
+    log_priors = np.log(priors)
+    # A pdf at the floor was never seen in training (e.g. the spoken-noise phone of an LM's <UNK>):
+    # dividing by 1e-15 would add 34.5 to its log-likelihood and it would win every frame. As
+    # Kaldi's nnet1 PdfPrior does, such a pdf gets the prior sqrt(FLT_MAX), so it is never favoured.
+    log_priors[priors <= PRIOR_FLOOR * (1 + 1e-6)] = UNSEEN_LOG_PRIOR   # model files store float32
+    return torch.from_numpy(log_priors).float()
 
 
 def stored(priors, dim, where):
