@@ -2,8 +2,8 @@
 # Kaldi's steps/align_fmllr.sh: align a data dir with a SAT model (tri3): a first alignment on the
 # speaker-independent features, per-speaker fMLLR transforms from it (silence weighted 0), then
 # the alignment on the adapted features -> DIR/ali.JOB.ark, DIR/trans.JOB, DIR/final.mdl.
-# Kaldi's first pass uses final.alimdl when there is one; ours (steps/train_sat.sh makes none)
-# uses final.mdl, as Kaldi's does without one.
+# The first pass uses SRC-DIR/final.alimdl (steps/train_sat.sh's speaker-independent model) when
+# there is one, final.mdl otherwise, as Kaldi's.
 help_message="Usage: steps/align_fmllr.sh [options] <data-dir> <lang-dir> <src-dir> <align-dir>
  e.g.: steps/align_fmllr.sh --nj 4 --cmd \"\$train_cmd\" data/train data/lang exp/tri3 exp/tri3_ali
 Options: --nj, --cmd, --beam (10), --retry-beam (40)"
@@ -24,21 +24,23 @@ mkdir -p $dir/log
 utils/split_data.sh $data $nj
 sdata=$data/split$nj
 utils/atomic_write.sh $dir/final.mdl cat $srcdir/final.mdl
-for f in tree final.mat splice_opts; do
+for f in tree final.mat splice_opts final.alimdl; do
   rm -f $dir/$f
   if [ -f $srcdir/$f ]; then utils/atomic_write.sh $dir/$f cat $srcdir/$f; fi
 done
 utils/atomic_write.sh $dir/num_jobs echo $nj
 sifeats=$(steps/gmm_feats.sh $sdata $dir)
-align="nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam $dir/final.mdl $lang"
-echo "$0: aligning data in $data using $dir/final.mdl and speaker-independent features"
-$cmd JOB=1:$nj $dir/log/align_pass1.JOB.log $align "$sifeats" $sdata/JOB/text ark:$dir/pre_ali.JOB.ark
+align="nnet-gmm-align $scale_opts --beam $beam --retry-beam $retry_beam"
+alimdl=$dir/final.mdl
+[ -f $dir/final.alimdl ] && alimdl=$dir/final.alimdl
+echo "$0: aligning data in $data using $alimdl and speaker-independent features"
+$cmd JOB=1:$nj $dir/log/align_pass1.JOB.log $align $alimdl $lang "$sifeats" $sdata/JOB/text ark:$dir/pre_ali.JOB.ark
 echo "$0: computing fMLLR transforms"
 $cmd JOB=1:$nj $dir/log/fmllr.JOB.log \
   nnet-gmm-est-fmllr --spk2utt ark:$sdata/JOB/spk2utt --silence-phones $(cat $lang/phones/silence.csl) --silence-weight 0.0 \
   $dir/final.mdl "$sifeats" ark:$dir/pre_ali.JOB.ark ark:$dir/trans.JOB
 echo "$0: doing final alignment"
-$cmd JOB=1:$nj $dir/log/align_pass2.JOB.log $align \
+$cmd JOB=1:$nj $dir/log/align_pass2.JOB.log $align $dir/final.mdl $lang \
   "${sifeats%|}| nnet-transform-feats --utt2spk ark:$sdata/JOB/utt2spk ark:$dir/trans.JOB ark:- ark:- |" \
   $sdata/JOB/text ark:$dir/ali.JOB.ark
 rm $dir/pre_ali.*.ark

@@ -5,7 +5,8 @@
 # transform composed on the first; a last pass writes DECODE_DIR/lat.JOB.gz, then scoring as
 # steps/decode.sh. Where Kaldi rescores the second pass's lattices (gmm-rescore-lattice) we decode
 # a third time, and the transforms come from best paths, not lattice posteriors. The first pass
-# uses the SAT model itself (Kaldi: final.alimdl when there is one; train_sat.sh makes none).
+# uses SRC-DIR/final.alimdl (train_sat.sh's speaker-independent model) when there is one, else
+# the SAT model itself, as Kaldi's.
 help_message="Usage: steps/decode_fmllr.sh [options] <graph-dir> <data-dir> <decode-dir>
  e.g.: steps/decode_fmllr.sh --nj 4 --cmd \"\$train_cmd\" exp/tri3/graph data/test exp/tri3/decode_test
 Options: --nj, --cmd, --acwt (0.083333), --beam (20), --first-beam (20), --lattice-beam (6.0),
@@ -35,12 +36,14 @@ sdata=$data/split$nj
 mdl=$srcdir/final.mdl
 sifeats=$(steps/gmm_feats.sh $sdata $srcdir)
 adapted() { echo "${sifeats%|}| nnet-transform-feats --utt2spk ark:$sdata/JOB/utt2spk ark:$dir/$1.JOB ark:- ark:- |"; }
+alimdl=$mdl
+[ -f $srcdir/final.alimdl ] && alimdl=$srcdir/final.alimdl
 latgen="nnet-latgen-faster-mapped --acoustic-scale $acwt --lattice-beam $lattice_beam --allow-partial true $mdl $graphdir/HCLG.fst ark:-"
 fmllr="nnet-gmm-est-fmllr --spk2utt ark:$sdata/JOB/spk2utt --silence-phones $(cat $graphdir/phones/silence.csl) --silence-weight $silence_weight $mdl"
 rm -f $dir/lat.*.gz $dir/words.*.txt
-echo "$0: speaker-independent pass, then the first fMLLR transforms"
+echo "$0: speaker-independent pass with $alimdl, then the first fMLLR transforms"
 $cmd JOB=1:$nj $dir/log/decode_si.JOB.log bash -o pipefail -c \
-  "nnet-gmm-compute-likes $mdl \"$sifeats\" ark:- | ${latgen/--acoustic-scale/--beam $first_beam --acoustic-scale} ark:/dev/null ark:/dev/null ark:$dir/ali_si.JOB.ark &&
+  "nnet-gmm-compute-likes $alimdl \"$sifeats\" ark:- | ${latgen/--acoustic-scale/--beam $first_beam --acoustic-scale} ark:/dev/null ark:/dev/null ark:$dir/ali_si.JOB.ark &&
    $fmllr \"$sifeats\" ark:$dir/ali_si.JOB.ark ark:$dir/pre_trans.JOB"
 echo "$0: pass on the adapted features, then the second transforms"
 $cmd JOB=1:$nj $dir/log/decode_pass1.JOB.log bash -o pipefail -c \

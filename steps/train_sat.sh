@@ -4,8 +4,9 @@
 # alignment dir's model, a tree and one Gaussian per leaf on the adapted features
 # (steps/init_tree_model.sh), then Kaldi's passes, re-estimating the transforms at
 # --fmllr-iters (steps/gmm_passes.sh). DIR/trans.JOB are the training speakers' transforms.
-# Kaldi's final.alimdl (a speaker-independent model for the first decoding pass) is not made:
-# steps/decode_fmllr.sh takes the alignment dir's model for that pass.
+# Last, as Kaldi, DIR/final.alimdl: the final model's Gaussians re-estimated on the
+# speaker-independent features (posteriors from the adapted ones), for the first pass of
+# steps/align_fmllr.sh and steps/decode_fmllr.sh.
 help_message="Usage: steps/train_sat.sh [options] <num-leaves> <tot-gauss> <data-dir> <lang-dir> <alignment-dir> <exp-dir>
  e.g.: steps/train_sat.sh --cmd \"\$train_cmd\" 2500 15000 data/train data/lang exp/tri2_ali exp/tri3
 Options: --cmd, --num-iters (35), --max-iter-inc (25), --realign-iters (\"10 20 30\"), --fmllr-iters (\"2 4 6 12\"),
@@ -58,5 +59,13 @@ steps/gmm_passes.sh --cmd "$cmd" --nj $nj --stage $stage --num-iters $num_iters 
   --fmllr-iters "$fmllr_iters" --si-feats "$sifeats" --silence-phones $silphones \
   --numgauss $numleaves --totgauss $totgauss --max-iter-inc $max_iter_inc --power $power \
   --beam $beam --retry-beam $retry_beam $sdata $lang $dir
+if [ $stage -le $num_iters ]; then
+  echo "$0: estimating the alignment model final.alimdl"
+  $cmd JOB=1:$nj $dir/log/acc_alimdl.JOB.log \
+    nnet-gmm-acc-stats-ali --stats-feats "$sifeats" $dir/final.mdl ark:$dir/feats.JOB.ark ark:$dir/ali.JOB.ark $dir/final.JOB.acc
+  $cmd $dir/log/est_alimdl.log nnet-gmm-est --power $power --remove-low-count-gaussians false $dir/final.mdl \
+    $(for j in $(seq $nj); do echo $dir/final.$j.acc; done) $dir/final.alimdl
+  rm $dir/final.*.acc
+fi
 rm -f $dir/feats.*.ark
 echo "$0: done training SAT system in $dir"

@@ -63,6 +63,48 @@ def test_estimate_is_maximum_likelihood(setup):
     np.testing.assert_allclose(np.exp([log_probs[t] for t in tids]), counts[tids] / counts[tids].sum(), rtol=1e-4)
 
 
+def test_two_feature_streams_posteriors_from_the_first_moments_from_the_second(setup, tmp_path):
+    """nnet-gmm-acc-stats-ali --stats-feats (Kaldi's gmm-acc-stats-twofeats, how train_sat.sh
+    makes final.alimdl): occupancies and likelihood as from the first stream alone; the moments
+    those of the second, here the first shifted by c, so x and x^2 sums move by closed forms.
+    Then gmm-est --remove-low-count-gaussians false keeps every Gaussian."""
+    d, _ = setup
+    model = gmm.load(str(d / "0.mdl"))
+    rng = np.random.default_rng(5)
+    tids = np.arange(1, model.tm.num_transition_ids + 1)
+    stats = stats_of(model, rng.normal(size=(2000, 6)).astype(np.float32), tids, rng)
+    estimate.estimate(model, stats, mix_up=3 * model.num_pdfs, min_gaussian_occupancy=3)
+    gmm.save(model, str(tmp_path / "m.mdl"))
+    feats = rng.normal(size=(300, 6)).astype(np.float32)
+    ali = rng.choice(tids, len(feats))
+    c = np.array([1.0, -2.0, 0.5, 0.0, 3.0, -1.0], dtype=np.float32)
+    with tables.MatrixWriter(f"ark:{tmp_path}/a.ark") as w:
+        w.write("u", feats)
+    with tables.MatrixWriter(f"ark:{tmp_path}/b.ark") as w:
+        w.write("u", feats + c)
+    with tables.MatrixWriter(f"ark:{tmp_path}/short.ark") as w:
+        w.write("u", feats[:-1] + c)
+    with tables.IntVectorWriter(f"ark:{tmp_path}/ali.ark") as w:
+        w.write("u", ali)
+    one = estimate.Stats(model)
+    estimate.accumulate(model, one, [(feats, ali)])
+    run("nnet-gmm-acc-stats-ali", "--stats-feats", f"ark:{tmp_path}/b.ark", tmp_path / "m.mdl", f"ark:{tmp_path}/a.ark",
+        f"ark:{tmp_path}/ali.ark", tmp_path / "two.acc", check=True)
+    two = estimate.Stats.load(str(tmp_path / "two.acc"))
+    assert 0 < one.occ.min() < one.occ.max() < len(feats)    # several Gaussians a pdf: real posteriors
+    np.testing.assert_allclose(two.occ, one.occ, rtol=1e-6)
+    np.testing.assert_array_equal(two.trans, one.trans)
+    assert two.tot_like == pytest.approx(one.tot_like, rel=1e-6)
+    np.testing.assert_allclose(two.x, one.x + one.occ[:, None] * c, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(two.x2, one.x2 + 2 * c * one.x + one.occ[:, None] * c * c, rtol=1e-4, atol=1e-3)
+    r = run("nnet-gmm-est", "--remove-low-count-gaussians", "false", "--min-gaussian-occupancy", "100",
+            tmp_path / "m.mdl", tmp_path / "two.acc", tmp_path / "ali.mdl", check=True)
+    assert gmm.num_gauss(gmm.load(str(tmp_path / "ali.mdl"))) == gmm.num_gauss(model), r.stderr
+    line = error_line(run("nnet-gmm-acc-stats-ali", "--stats-feats", f"ark:{tmp_path}/short.ark", tmp_path / "m.mdl",
+                          f"ark:{tmp_path}/a.ark", f"ark:{tmp_path}/ali.ark", tmp_path / "bad.acc"))
+    assert "short.ark: utt 'u' has 299 frames of dim 6" in line and not (tmp_path / "bad.acc").exists()
+
+
 def test_trained_transition_probs_survive_save_and_load(setup, tmp_path):
     """The re-estimated transition probabilities are the ones a loaded model has (load once gave
     the topology's initial ones back, so align, mkgraph and decode used untrained ones)."""

@@ -1,7 +1,8 @@
 """Triphone GMMs (steps/train_deltas.sh and what it calls): phone segments of Kaldi's own
 alignments, convert-ali onto a tree, a model file that keeps its tree, gmm-init-model, and
 train_deltas.sh end to end on Kaldi's yesno exp/mono, decoded with the triphone graph, whose
-phones in context are those of the training graphs."""
+phones in context are those of the training graphs; train_sat.sh's alignment model in
+align_fmllr.sh and decode_fmllr.sh."""
 import kaldi_hmm_gmm as khg  # before kaldifst (nnet_tools/speech/__init__.py)
 import kaldifst
 
@@ -225,3 +226,39 @@ def test_convert_ali_refuses_a_tree_that_is_not_the_models(yesno_dirs, tmp_path)
             f"ark:{d}/mono_ali/ali.1.ark", f"ark:{tmp_path}/ali.ark")
     assert "is not the tree of" in error_line(r)
     assert not (tmp_path / "ali.ark").exists()
+
+
+def test_train_sat_makes_the_alignment_model_that_align_and_decode_fmllr_use_first(yesno_dirs):
+    """steps/train_sat.sh on yesno (one speaker) ends, as Kaldi's, with final.alimdl: the SAT
+    model's Gaussians re-estimated on the speaker-independent features, so it explains those
+    features better than the SAT model does, Gaussian for Gaussian; steps/align_fmllr.sh and
+    steps/decode_fmllr.sh take it for their first, unadapted pass."""
+    d = yesno_dirs
+    r = run("steps/train_sat.sh", "--num-iters", "5", "--realign-iters", "3", "--fmllr-iters", "2",
+            "--max-iter-inc", "3", "40", "200", "data", LANG, "mono_ali", "tri3", cwd=d)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sat, alimdl = gmm.load(d / "tri3" / "final.mdl"), gmm.load(d / "tri3" / "final.alimdl")
+    assert gmm.num_gauss(alimdl) == gmm.num_gauss(sat) and alimdl.num_pdfs == sat.num_pdfs
+    si_feats = dict(tables.read_matrices(f"ark:nnet-apply-cmvn --utt2spk {d}/data/utt2spk scp:{d}/data/cmvn.scp "
+                                         f"scp:{d}/data/feats.scp ark:- | nnet-add-deltas ark:- ark:- |"))
+    alis = dict(tables.read_int_vectors(f"ark:{d}/tri3/ali.1.ark"))
+    tid2pdf = np.asarray(gmm.load_tid2pdf(d / "tri3" / "final.mdl"))
+
+    def frame_like(model):
+        return sum(_path_score(compute_likes(model, si_feats[u]), tid2pdf, a) for u, a in alis.items()) \
+            / sum(len(a) for a in alis.values())
+    assert frame_like(alimdl) > frame_like(sat) + 1.0, (frame_like(alimdl), frame_like(sat))
+
+    r = run("steps/align_fmllr.sh", "--nj", "1", "data", LANG, "tri3", "tri3_ali", cwd=d)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "tri3_ali/final.alimdl" in (d / "tri3_ali" / "log" / "align_pass1.1.log").read_text().splitlines()[0]
+    assert len(dict(tables.read_int_vectors(f"ark:{d}/tri3_ali/ali.1.ark"))) == 31
+    run("utils/mkgraph.sh", LANG, "tri3", "tri3/graph", cwd=d, check=True)
+    r = run("steps/decode_fmllr.sh", "--nj", "1", "--skip-scoring", "true", "tri3/graph", "data", "tri3/decode", cwd=d)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "nnet-gmm-compute-likes tri3/final.alimdl" in (d / "tri3" / "decode" / "log" / "decode_si.1.log").read_text()
+    words = {int(i): w for w, i in (line.split() for line in (LANG / "words.txt").read_text().splitlines())}
+    hyp = {line.split()[0]: [words[int(i)] for i in line.split()[1:]]
+           for line in (d / "tri3" / "decode" / "words.1.txt").read_text().splitlines()}
+    refs = transcripts.read_text(str(d / "data" / "text"))
+    assert len(hyp) == 31 and sum(hyp[u] == refs[u] for u in refs) >= 25

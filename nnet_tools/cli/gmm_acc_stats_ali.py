@@ -1,3 +1,5 @@
+import contextlib
+
 import click
 
 from nnet_tools.cli.common import program
@@ -8,23 +10,31 @@ from nnet_tools.speech.models import estimate, gmm
 
 
 @click.command()
+@click.option("--stats-feats", "stats_rspecifier", default="",
+              help="Accumulate the moments of these features, each frame weighted by its posteriors on "
+                   "FEATS_RSPECIFIER (Kaldi's gmm-acc-stats-twofeats).")
 @click.argument("model")
 @click.argument("feats_rspecifier")
 @click.argument("ali_rspecifier")
 @click.argument("acc_out")
 @program("nnet-gmm-acc-stats-ali")
-def main(model, feats_rspecifier, ali_rspecifier, acc_out):
+def main(stats_rspecifier, model, feats_rspecifier, ali_rspecifier, acc_out):
     """Accumulate GMM and transition statistics from alignments (Kaldi's gmm-acc-stats-ali).
 
     \b
     Example:
       nnet-gmm-acc-stats-ali exp/mono/4.mdl ark:exp/mono/feats.1.ark ark:exp/mono/ali.1.ark exp/mono/4.1.acc
+    SAT's alignment model (posteriors from the adapted features, moments from the unadapted):
+      nnet-gmm-acc-stats-ali --stats-feats ark:si_feats.1.ark exp/tri3/final.mdl ark:exp/tri3/feats.1.ark \\
+        ark:exp/tri3/ali.1.ark exp/tri3/final.1.acc
     """
     mdl = gmm.load(model)
-    utts, no_ali, bad = [], 0, 0
-    with tables.RandomAccessIntVectors(ali_rspecifier) as alis:
+    utts, moments, no_ali, bad = [], [], 0, 0
+    with contextlib.ExitStack() as stack:
+        alis = stack.enter_context(tables.RandomAccessIntVectors(ali_rspecifier))
+        second = stack.enter_context(tables.RandomAccessMatrices(stats_rspecifier)) if stats_rspecifier else None
         for utt, feats in tables.read_matrices(feats_rspecifier):
-            if utt not in alis:
+            if utt not in alis or (second is not None and utt not in second):
                 no_ali += 1
                 continue
             ali = alis[utt]
@@ -36,13 +46,20 @@ def main(model, feats_rspecifier, ali_rspecifier, acc_out):
                 bad += 1
                 continue
             gmm.check_tids(ali, mdl.tm.num_transition_ids, f"{ali_rspecifier}: utt '{utt}'")
+            if second is not None:
+                x = second[utt]
+                if x.shape != feats.shape:
+                    raise NnetError(f"{stats_rspecifier}: utt '{utt}' has {x.shape[0]} frames of dim {x.shape[1]}, "
+                                    f"{feats_rspecifier} {feats.shape[0]} of dim {feats.shape[1]}")
+                moments.append(x)
             utts.append((feats, ali))
-    logger.info(f"Done {len(utts)} files, {no_ali} with no alignments, {bad} with other errors.")
+    logger.info(f"Done {len(utts)} files, {no_ali} with no alignments{' or second features' if second else ''}, "
+                f"{bad} with other errors.")
     if not utts:
         raise NnetError(f"{feats_rspecifier}: no utterance to accumulate: {no_ali} without an alignment in "
                         f"{ali_rspecifier}, {bad} with other errors")
     stats = estimate.Stats(mdl)
-    estimate.accumulate(mdl, stats, utts)
+    estimate.accumulate(mdl, stats, utts, moments if stats_rspecifier else None)
     stats.save(acc_out)
     logger.info(f"Overall avg like per frame (Gaussian only) = {stats.tot_like / stats.frames:.6g} over "
                 f"{stats.frames} frames.")

@@ -3,10 +3,12 @@
 # An RM-like template grammar (naval queries, "show the frigates in the gulf of mexico", beside
 # assistant commands, "set the alarm for seven thirty": 993 words) -> espeak-ng speakers ->
 # MFCC + fbank with CMVN; an espeak-ng lexicon, a lang dir with word-position-dependent phones,
-# a trigram LM on the training transcripts and its G.fst (data/lang_test).
+# a trigram LM on the training transcripts and its G.fst (data/lang_test), and, as Kaldi's RM
+# decodes with its word-pair grammar and with a unigram (graph_ug), a unigram (data/lang_test_ug).
 # Train and test are split by speaker and by sentence: no test sentence is a training sentence,
 # and some test words never occur in the training text (the LM gives them <UNK>'s probability).
-# Then Kaldi's ladder, each model decoded with the trigram into lattices scored over LM weights:
+# Then Kaldi's ladder, each model decoded with both LMs into lattices scored over LM weights
+# (decode_test, decode_test_ug):
 # monophone, tri1 (deltas), tri2 (LDA+MLLT), tri3 (SAT, fMLLR), and a TDNN on tri3's alignments
 # trained by 1 job and by 2 -> 4 NG-SGD jobs averaged.
 # Stages: 0 data (plan + synthesis); 1 features; 2 dict, lang, LM, G.fst; 3 mono; 4 tri1;
@@ -78,36 +80,45 @@ if run_stage 2; then
   logged exp/lang/compute_ppl.log nnet-compute-ppl data/local/lm/lm.arpa data/test/text > data/local/lm/ppl_test
   # utils/format_lm.sh: data/lang_test = data/lang + G.fst.
   logged exp/lang/format_lm.log nnet-format-lm data/lang data/local/lm/lm.arpa data/lang_test
+  # The unigram: the acoustic models' differences show more where the LM constrains less.
+  logged exp/lang/train_lm_ug.log nnet-train-lm --order 1 --lang data/lang data/train/text data/local/lm/lm_ug.arpa
+  logged exp/lang/compute_ppl_ug.log nnet-compute-ppl data/local/lm/lm_ug.arpa data/test/text > data/local/lm/ppl_test_ug
+  logged exp/lang/format_lm_ug.log nnet-format-lm data/lang data/local/lm/lm_ug.arpa data/lang_test_ug
   grep -h "Wrote" exp/lang/*.log | sed 's/^LOG ([^)]*) //'
-  cat data/local/lm/ppl_test
+  cat data/local/lm/ppl_test data/local/lm/ppl_test_ug
   stage_done lang
 fi
 
+# <decode-script> <model-dir> [options]: graph and decode with the trigram, then the unigram.
+graph_and_decode() {
+  local script=$1 dir=$2; shift 2
+  for lm in "" _ug; do
+    utils/mkgraph.sh data/lang_test$lm $dir $dir/graph$lm
+    $script --nj $nj --cmd "$train_cmd" "$@" $dir/graph$lm data/test $dir/decode_test$lm
+  done
+}
+
 if run_stage 3; then
   steps/train_mono.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/mono
-  utils/mkgraph.sh data/lang_test exp/mono exp/mono/graph
-  steps/decode.sh --nj $nj --cmd "$train_cmd" exp/mono/graph data/test exp/mono/decode_test
+  graph_and_decode steps/decode.sh exp/mono
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/mono exp/mono_ali
   stage_done mono
 fi
 if run_stage 4; then
   steps/train_deltas.sh --cmd "$train_cmd" $leaves $gauss data/train data/lang exp/mono_ali exp/tri1
-  utils/mkgraph.sh data/lang_test exp/tri1 exp/tri1/graph
-  steps/decode.sh --nj $nj --cmd "$train_cmd" exp/tri1/graph data/test exp/tri1/decode_test
+  graph_and_decode steps/decode.sh exp/tri1
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/tri1 exp/tri1_ali
   stage_done tri1
 fi
 if run_stage 5; then
   steps/train_lda_mllt.sh --cmd "$train_cmd" $leaves $gauss data/train data/lang exp/tri1_ali exp/tri2
-  utils/mkgraph.sh data/lang_test exp/tri2 exp/tri2/graph
-  steps/decode.sh --nj $nj --cmd "$train_cmd" exp/tri2/graph data/test exp/tri2/decode_test
+  graph_and_decode steps/decode.sh exp/tri2
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/tri2 exp/tri2_ali
   stage_done tri2
 fi
 if run_stage 6; then
   steps/train_sat.sh --cmd "$train_cmd" $leaves $gauss data/train data/lang exp/tri2_ali exp/tri3
-  utils/mkgraph.sh data/lang_test exp/tri3 exp/tri3/graph
-  steps/decode_fmllr.sh --nj $nj --cmd "$train_cmd" exp/tri3/graph data/test exp/tri3/decode_test
+  graph_and_decode steps/decode_fmllr.sh exp/tri3
   steps/align_fmllr.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/tri3 exp/tri3_ali
   stage_done tri3
 fi
@@ -127,20 +138,26 @@ if run_stage 9; then
 fi
 if run_stage 10; then
   for d in exp/nnet_1job exp/nnet; do
-    steps/decode.sh --nj $nj --cmd "$train_cmd" --nnet $d/final.mdl --trans-model exp/tri3_ali/final.mdl \
-      exp/tri3/graph data/test_fbank $d/decode_test
+    for lm in "" _ug; do
+      steps/decode.sh --nj $nj --cmd "$train_cmd" --nnet $d/final.mdl --trans-model exp/tri3_ali/final.mdl \
+        exp/tri3/graph$lm data/test_fbank $d/decode_test$lm
+    done
   done
   stage_done dnn_decode
 fi
 if run_stage 11; then
-  echo "WER on held-out speakers and sentences (best over LM weights and insertion penalties):"
-  printf "%-26s %-8s %s\n" system "%WER" "best of"
+  echo "%WER on held-out speakers and sentences, best over LM weights and insertion penalties"
+  echo "(trigram: perplexity $(awk '/ppl=/ {print $6}' data/local/lm/ppl_test); unigram: $(awk '/ppl=/ {print $6}' data/local/lm/ppl_test_ug)):"
+  printf "%-26s %-8s %-12s %-8s %s\n" system trigram "(best of)" unigram "(best of)"
   for s in "mono:monophone" "tri1:tri1 (deltas)" "tri2:tri2 (LDA+MLLT)" "tri3:tri3 (SAT)" \
            "nnet_1job:DNN, 1 job" "nnet:DNN, 2 -> 4 jobs"; do
-    d=exp/${s%%:*}/decode_test
-    [ -d $d ] || continue
-    best=$(grep -H WER $d/wer_* | utils/best_wer.sh)
-    printf "%-26s %-8s %s\n" "${s#*:}" "$(echo "$best" | awk '{print $2}')" "$(basename "$(echo "$best" | awk '{print $NF}')")"
+    row=$(printf "%-26s" "${s#*:}")
+    for lm in "" _ug; do
+      d=exp/${s%%:*}/decode_test$lm
+      best=$([ -d $d ] && grep -H WER $d/wer_* | utils/best_wer.sh || echo "- - - - - - - - - - - -")
+      row="$row $(printf "%-8s %-12s" "$(echo "$best" | awk '{print $2}')" "($(basename "$(echo "$best" | awk '{print $NF}')" | sed 's/^wer_//'))")"
+    done
+    echo "$row" | sed "s/ *$//"
   done
   echo
 fi

@@ -71,14 +71,21 @@ def _gauss_offsets(model):
     return np.cumsum([0] + [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)])
 
 
-def accumulate(model, stats, utterances):
+def accumulate(model, stats, utterances, stats_feats=None):
     """Add the stats of aligned utterances [(feats, tids)]: each frame's posteriors over the
-    Gaussians of its aligned pdf, as gmm-acc-stats-ali (done per pdf, over all frames at once)."""
+    Gaussians of its aligned pdf, as gmm-acc-stats-ali (done per pdf, over all frames at once).
+    With ``stats_feats`` (one matrix per utterance, same shapes), the posteriors come from
+    ``feats`` and the moments from ``stats_feats``, as gmm-acc-stats-twofeats: how Kaldi's
+    train_sat.sh makes final.alimdl, the SAT model's Gaussians on speaker-independent features."""
     if not utterances:
         return
     tid2pdf = model.tid2pdf()
     feats = np.concatenate([f for f, _ in utterances]).astype(np.float32)
     tids = np.concatenate([np.asarray(a, dtype=np.int64) for _, a in utterances])
+    moments = feats if stats_feats is None else np.concatenate(stats_feats).astype(np.float32)
+    if moments.shape != feats.shape:
+        raise NnetError(f"the statistics' features are {moments.shape[0]} frames of dim {moments.shape[1]}, "
+                        f"the posteriors' {feats.shape[0]} of dim {feats.shape[1]}")
     pdfs = tid2pdf[tids]
     stats.trans += np.bincount(tids, minlength=len(stats.trans))
     offsets = _gauss_offsets(model)
@@ -88,7 +95,7 @@ def accumulate(model, stats, utterances):
         top = comp.max(1, keepdims=True)
         like = top[:, 0] + np.log(np.exp(comp - top).sum(1))
         post = np.exp(comp - like[:, None])
-        xd = x.astype(np.float64)
+        xd = moments[pdfs == p].astype(np.float64)
         sl = slice(offsets[p], offsets[p + 1])
         stats.occ[sl] += post.sum(0)
         stats.x[sl] += post.T @ xd
@@ -98,7 +105,7 @@ def accumulate(model, stats, utterances):
 
 
 def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, perturb_factor=0.01,
-             min_count=20.0, srand=0, log=None):
+             min_count=20.0, srand=0, log=None, remove_low_count_gaussians=True):
     """gmm-est: ML update of transitions and Gaussians, then split Gaussians to ``mix_up`` in all
     (allocated to pdfs by occupancy ** power). Updates ``model`` in place."""
     if not (mix_up >= 0 and 0 <= power < np.inf and 0 <= min_gaussian_occupancy < np.inf
@@ -127,6 +134,7 @@ def estimate(model, stats, mix_up=0, power=0.2, min_gaussian_occupancy=10.0, per
             g += 1
     opts = khg.MleDiagGmmOptions()
     opts.min_gaussian_occupancy = min_gaussian_occupancy
+    opts.remove_low_count_gaussians = remove_low_count_gaussians
     offsets = _gauss_offsets(model)
     floored, removed = _floored_and_removed(stats, offsets, opts)
     impr, count = khg.mle_am_diag_gmm_update(config=opts, amdiag_gmm_acc=accs, flags=flags, am_gmm=model.am)
