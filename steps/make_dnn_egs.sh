@@ -2,16 +2,18 @@
 # A hybrid DNN's examples from a GMM's alignments: per-frame pdf-id targets (ali-to-pdf, into
 # DATA/targets.scp), their counts (the DNN's priors: ALI_DIR/pdf_counts), the model config with
 # the alignment model's pdf count as output dim (EXP/model.yaml), and the egs (steps/get_egs.sh)
-# with the model's context, at least 4 archives of at most --max-egs-per-archive egs.
+# with the model's context, at least --min-archives archives of at most --max-egs-per-archive egs
+# (an epoch's iterations: with chunk training, one per archive and job).
 help_message="Usage: steps/make_dnn_egs.sh [options] <model-config> <ali-dir> <data-dir> <exp-dir>
  e.g.: steps/make_dnn_egs.sh --cmd \"\$train_cmd\" conf/model.yaml exp/tri2_ali data/train_fbank exp
        (writes exp/model.yaml and exp/egs)
 Options: --cmd, --frames-per-eg (8), --max-egs-per-archive (100000; Kaldi: --samples-per-iter 400000),
-         --dnn-cmvn global|speaker|online (global: what vosk applies), --nj (1)"
+         --min-archives (16), --dnn-cmvn global|speaker|online (global: what vosk applies), --nj (1)"
 set -euo pipefail
 cmd="nnet-queue local"
 frames_per_eg=8
 max_egs_per_archive=100000
+min_archives=16    # an epoch of 16 iterations at 1 job, 5 at 2 -> 4 jobs, however small the data
 dnn_cmvn=global
 nj=1
 . "$(dirname "$0")/parse_options.sh"
@@ -41,8 +43,11 @@ rm $exp/model_context.mdl
 ntrain=$(wc -l < $data/targets.scp)
 subset=$(( ntrain / 5 < 100 ? ntrain / 5 : 100 ))
 frames=$(tr -d '[]' < $alidir/pdf_counts | awk '{ for (i = 1; i <= NF; i++) t += $i } END { print t }')
-samples_per_iter=$(awk -v f=$frames -v e=$frames_per_eg -v m=$max_egs_per_archive \
-  'BEGIN { a = int(f / e / m) + 1; if (a < 4) a = 4; print int(f / e / a) + 10 }')
+# The archive count: nnet-get-egs makes int(F / (frames-per-eg x samples-per-iter)) + 1 from F, the
+# frames outside the valid subset; aim between two counts, as F is estimated here.
+samples_per_iter=$(awk -v f=$frames -v u=$ntrain -v s=$subset -v e=$frames_per_eg -v m=$max_egs_per_archive \
+  -v n=$min_archives 'BEGIN { egs = f * (u - s) / u / e; a = int(egs / m) + 1; if (a < n) a = n
+                              print int(egs / (a - 0.5)) }')
 steps/get_egs.sh --cmd "$cmd" --nj $nj --frames-per-eg $frames_per_eg --left-context $left --right-context $right \
   --samples-per-iter $samples_per_iter --num-utts-subset $subset --num-targets $num_pdfs "${cmvn[@]}" \
   $data $exp/egs

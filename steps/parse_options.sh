@@ -5,6 +5,7 @@ while true; do
   [ -z "${1:-}" ] && break
   case "$1" in
     --help|-h) echo "${help_message:-no help message}" 1>&2; exit 0 ;;
+    --) break ;;   # the end of the script's options: what follows is passed on (train_hybrid_dnn.sh)
     --*=*) name=$(echo "${1%%=*}" | sed 's/^--//; s/-/_/g'); value="${1#*=}"; shift ;;
     --*) name=$(echo "$1" | sed 's/^--//; s/-/_/g'); [ $# -ge 2 ] || { echo "$0: option $1 needs a value" 1>&2; exit 1; }
          value="$2"; shift 2 ;;

@@ -14,7 +14,7 @@ KALDI_PROB = re.compile(r"^LOG \(nnet3-compute-prob\[[^]]+\]:PrintTotalStats\(\)
 
 def train(tmp_path, config, *extra):
     return run("python3", DRIVER, "--cmd", "nnet-queue local", "--config", config, "--cleanup", "false",
-               "--trainer.num-epochs", "1.5", "--trainer.optimization.num-jobs-initial", "2",
+               "--trainer.num-epochs", "3", "--trainer.optimization.num-jobs-initial", "2",
                "--trainer.optimization.num-jobs-final", "3", "--trainer.optimization.minibatch-size", "64",
                "--trainer.optimization.initial-effective-lrate", "0.003",
                "--trainer.optimization.final-effective-lrate", "0.001",
@@ -34,7 +34,8 @@ def trained(tmp_path_factory):
 def test_layout_and_job_ramp(trained):
     tmp_path, _, first = trained
     exp = tmp_path / "exp"
-    # 4 archives x 2 frames per eg x 1.5 epochs = 12 job-archives; jobs 2 -> 3: int(24 / 5) = 4 iterations.
+    # 4 archives x 3 epochs = 12 job-archives (chunk training: an epoch is one pass over the
+    # archives); jobs 2 -> 3: int(24 / 5) = 4 iterations.
     assert "= 4 iterations" in first.stdout
     jobs = {it: len(list((exp / "log").glob(f"train.{it}.*.log"))) for it in range(4)}
     assert jobs == {0: 2, 1: 2, 2: 3, 3: 3}

@@ -16,9 +16,9 @@ DRIVER = REPO / "steps" / "train_dnn.py"
 
 
 def driver_argv(tmp, exp):
-    """Two iterations, of 2 and 3 jobs; the faults strike the second."""
+    """Two iterations, of 2 and 3 jobs (1.5 epochs of 4 archives); the faults strike the second."""
     return ["python3", str(DRIVER), "--cmd", "nnet-queue local", "--config", str(tmp / "model.yaml"),
-            "--trainer.num-epochs", "0.75", "--trainer.optimization.num-jobs-initial", "2",
+            "--trainer.num-epochs", "1.5", "--trainer.optimization.num-jobs-initial", "2",
             "--trainer.optimization.num-jobs-final", "3", "--trainer.optimization.minibatch-size", "64",
             "--trainer.optimization.initial-effective-lrate", "0.003",
             "--trainer.optimization.final-effective-lrate", "0.001", "--egs.dir", str(tmp / "egs"), "--dir", str(exp)]

@@ -194,5 +194,5 @@ def test_a_job_trains_on_compressed_egs_as_on_float32(tmp_path, small_model):
         results.append((objf, frames, model.state_dict()))
     (o1, f1, s1), (o2, f2, s2) = results
     assert f1 == f2 and abs(o1 - o2) < 1e-3 * abs(o1)   # decoding error ~1e-5 of the inputs' range
-    assert all(np.allclose(s1[k], s2[k], atol=1e-3) for k in s1)
+    assert all(np.allclose(s1[k], s2[k], rtol=1e-4, atol=1e-3) for k in s1)   # rtol: the statistics' sums
     assert any(not np.array_equal(s1[k], s2[k]) for k in s1)   # it did read the codes, not the floats

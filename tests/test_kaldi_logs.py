@@ -67,15 +67,17 @@ def test_a_training_job_zeroes_then_accumulates_over_its_frames(tmp_path):
     relu.count.fill_(1e6)  # stale stats from before: zeroed at the job's start
     opts = job.TrainOptions(learning_rate=0.001, minibatch_size="64")
     _, frames = job.train_one_job(model, egs.EgsArchive(str(tmp_path / "egs" / "egs.1.ark")), opts)
-    assert frames == 192  # 3 minibatches of 64: the 1st and 3rd sampled for values, all 3 for oderiv
-    assert float(relu.count) == 128 and float(relu.oderiv_count) == 192
+    # 3 minibatches of 64 egs of 2 frames (192 egs; 8 discarded): the 1st and 3rd sampled for
+    # values, all 3 for oderiv, 128 hidden rows each (chunk training: 2 frames per eg)
+    assert frames == 384
+    assert float(relu.count) == 256 and float(relu.oderiv_count) == 384
     value, deriv, oderiv = relu.averages()
     assert (value >= 0).all() and ((deriv >= 0) & (deriv <= 1)).all() and (oderiv > 0).all()
     assert not relu.store_stats  # only while the job trains
     # saved with the model, and read back
     model_io.save(model, tmp_path / "1.mdl")
     (_, back), = model_io.load(tmp_path / "1.mdl").nonlinearities()
-    assert torch.equal(back.value_sum, relu.value_sum) and float(back.count) == 128
+    assert torch.equal(back.value_sum, relu.value_sum) and float(back.count) == 256
     model = make(SMALL_CONFIG)
     job.train_one_job(model, egs.EgsArchive(str(tmp_path / "egs" / "egs.1.ark")),
                       job.TrainOptions(learning_rate=0.001, minibatch_size="64", store_component_stats=False))

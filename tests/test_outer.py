@@ -640,7 +640,7 @@ def test_chunk_training_counts_an_epoch_in_whole_archives(tmp_path, egs_info):
     """--trainer.chunk-training: each job trains on every frame of its archive (--chunk=true), so
     an epoch is one pass over the archives, where the --frame scheme needs frames-per-eg passes."""
     (egs_info / "info" / "frames_per_eg").write_text("4\n")
-    frame_loop, _ = drive(tmp_path / "frame", egs_info, lambda it, j: -1.0, num_epochs=1)
-    chunk_loop, rec = drive(tmp_path / "chunk", egs_info, lambda it, j: -1.0, num_epochs=1, chunk_training=True)
+    frame_loop, frec = drive(tmp_path / "frame", egs_info, lambda it, j: -1.0, num_epochs=1, chunk_training=False)
+    chunk_loop, rec = drive(tmp_path / "chunk", egs_info, lambda it, j: -1.0, num_epochs=1)   # the default
     assert chunk_loop.num_iters == schedule.num_iters(1, 8, 1, 2, 4)[0] < frame_loop.num_iters == schedule.num_iters(1, 8, 4, 2, 4)[0]
-    assert "--chunk=true" in rec.command("train.0.JOB.log")
+    assert "--chunk=true" in rec.command("train.0.JOB.log") and "--chunk=false" in frec.command("train.0.JOB.log")

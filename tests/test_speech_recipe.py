@@ -48,14 +48,17 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     recipe = copy_recipe(tmp_path / "spoken_digits")
     # One Gaussian per pdf (--totgauss = the 62 pdfs: no mix-up): alignments good enough for the
     # DNN, a decode clearly worse than it, so the comparison is not decided by a word or two.
+    # Two epochs: at one, on 240 training utterances, the DNN was 13.49 % against the GMM's 14.88.
     r = run("./run.sh", "--num-utts", "300", "--num-speakers", "16", "--mono-iters", "6", "--totgauss", "62",
-            "--dnn-1job", "false", cwd=recipe, check=True)
+            "--dnn-1job", "false", "--num-epochs", "2", cwd=recipe, check=True)
     exp = recipe / "exp"
     # every test utterance was decoded, by both systems
     num_test = len((recipe / "data" / "test" / "text").read_text().splitlines())
     # num_jobs, as Kaldi's train_mono.sh, align_si.sh and decode.sh write it (gmm_dir_info.pl reads it)
     for d in ("mono", "mono_ali", "mono/decode_test", "nnet/decode_test"):
         assert (exp / d / "num_jobs").read_text() == "2\n", d
+    # steps/make_dnn_egs.sh's --min-archives 16, from its estimate of the egs nnet-get-egs will cut
+    assert (exp / "egs" / "info" / "num_archives").read_text() == "16\n"
     # every program ran through $train_cmd: its log has run.pl's header and footer (summarize_logs.pl)
     for log in ("mono_ali/log/ali_to_pdf.log", "mono_ali/log/sum_pdf_counts.log", "nnet/log/adjust_priors.log"):
         assert "# Accounting: time=" in (exp / log).read_text(), log

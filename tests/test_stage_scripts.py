@@ -20,6 +20,14 @@ def test_stage_scripts_check_their_numbers(tmp_path, script, args, message):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_parse_options_stops_at_double_dash_and_leaves_the_rest():
+    """train_hybrid_dnn.sh passes what follows '--' to train_dnn.py; parse_options.sh once took
+    '--' for an option and refused it ('invalid option --')."""
+    r = subprocess.run(["bash", "-c", f'jobs=1:1; set -- --jobs 2:4 -- --trainer.chunk-training true a b; '
+                        f'. {REPO}/steps/parse_options.sh; echo "$jobs|$*"'], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "2:4|-- --trainer.chunk-training true a b", r.stderr
+
+
 ATOMIC_WRITE = REPO / "utils" / "atomic_write.sh"
 
 

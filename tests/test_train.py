@@ -39,7 +39,7 @@ def test_training_improves_the_objective(egs_dir, ng):
     objf, frames = train_one_job(net, egs.EgsArchive(egs_dir / "egs.1.ark"),
                                  TrainOptions(learning_rate=0.01, minibatch_size="64"))
     after, accuracy = valid_objf(net, egs_dir)
-    assert frames == 576  # 600 egs in minibatches of 64: 24 discarded
+    assert frames == 1152  # 600 egs of 2 frames in minibatches of 64 egs: 24 egs discarded
     assert after > before + 0.5 and accuracy > 0.9
 
 
@@ -50,10 +50,10 @@ def test_frame_selection_skips_egs_without_that_label(tmp_path):
     egs.write_archive(tmp_path / "a.ark", rng.normal(size=(50, 4, 6)).astype(np.float32), labels,
                       [f"u{i}" for i in range(50)], 1, 1)
     archive = egs.EgsArchive(tmp_path / "a.ark")
-    assert train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=1, minibatch_size="1:64"))[1] == 30
-    assert train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=0, minibatch_size="1:64"))[1] == 50
+    assert train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, chunk=False, frame=1, minibatch_size="1:64"))[1] == 30
+    assert train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, chunk=False, frame=0, minibatch_size="1:64"))[1] == 50
     with pytest.raises(NnetError, match="--frame 2 out of range"):
-        train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, frame=2))
+        train_one_job(model(), archive, TrainOptions(learning_rate=1e-3, chunk=False, frame=2))
 
 
 def test_max_param_change_bounds_every_step(egs_dir, monkeypatch):

@@ -14,9 +14,11 @@ from nnet_tools.cli.common import program
 
 @click.command(context_settings={"show_default": True})
 @click.option("--learning-rate", type=float, required=True, help="Actual learning rate of this job (x each layer's learning-rate-factor).")
-@click.option("--frame", type=int, default=0, help="Label position of each eg to train on (nnet3-copy-egs --frame).")
-@click.option("--chunk", type=bool, default=False, help="Train on every labelled frame of each eg in one pass over "
-              "its chunk, as nnet3-train does (--frame then unused); --minibatch-size counts egs.")
+@click.option("--chunk", type=bool, default=True, help="Train on every labelled frame of each eg in one pass over "
+              "its chunk, as nnet3-train does; --minibatch-size counts egs. false: one label position "
+              "per eg (nnet2's scheme, --frame).")
+@click.option("--frame", type=int, default=0, help="With --chunk false: the label position of each eg to train on "
+              "(nnet3-copy-egs --frame).")
 @click.option("--minibatch-size", default="512", help="Kaldi minibatch rule, e.g. 512, 256,128 or 128=64/256=32.")
 @click.option("--momentum", type=float, default=0.0)
 @click.option("--max-param-change", type=float, default=2.0, help="Global per-minibatch limit on the parameter change.")
@@ -49,13 +51,13 @@ from nnet_tools.cli.common import program
 def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed, verbose, scale, edits, **opts):
     """Train one job of one iteration: MODEL_IN + one egs archive -> MODEL_OUT.
 
-    EGS is an archive (then --frame picks the label position), or an egs dir with --job and
-    --archives-processed, which pick the archive and frame by Kaldi's rotation, so that a whole
-    iteration is one array submission.
+    EGS is an archive, or an egs dir with --job and --archives-processed, which pick the archive
+    (and with --chunk false the label position) by Kaldi's rotation, so that a whole iteration is
+    one array submission.
 
     \b
     Examples:
-      nnet-train-one-job --learning-rate 0.0006 --frame 3 --srand 7 \\
+      nnet-train-one-job --learning-rate 0.0006 --chunk false --frame 3 --srand 7 \\
           exp/nnet/7.mdl exp/egs/egs.2.ark exp/nnet/8.1.mdl
       nnet-queue local JOB=1:4 exp/nnet/log/train.7.JOB.log nnet-train-one-job --learning-rate 0.0012 \\
           --srand 7 --job JOB --archives-processed 22 exp/nnet/7.mdl exp/egs exp/nnet/8.JOB.mdl
@@ -69,7 +71,7 @@ def main(model_in, egs, model_out, num_threads, use_gpu, job, archives_processed
         if job is None:
             raise NnetError(f"{egs}: is an egs dir; give --job (and --archives-processed) or an archive file")
         egs, opts["frame"] = egs_mod.job_archive(egs, job, archives_processed)
-        logger.info(f"Job {job}: training on {egs}, frame {opts['frame']}")
+        logger.info(f"Job {job}: training on {egs}, " + ("whole chunks" if opts["chunk"] else f"frame {opts['frame']}"))
     options = train.TrainOptions(**opts)
     options.check()
     if not 0 < scale < math.inf:

@@ -29,7 +29,7 @@ def job_command(opts, it, jobs, lrate, processed, model_in, egs_dir, model_out, 
     multiplied by the number of jobs as Kaldi does, which also passes l2-regularize-factor 1/jobs;
     ``data_fraction`` (archives processed / to process) places the dropout schedule."""
     minibatch, max_param_change = iteration_settings(opts, it)
-    extra = [f"--l2-regularize-factor={1.0 / jobs:.8g}"] + (["--chunk=true"] if opts.chunk_training else [])
+    extra = [f"--l2-regularize-factor={1.0 / jobs:.8g}", f"--chunk={str(opts.chunk_training).lower()}"]
     if opts.backstitch_scale:
         extra += [f"--backstitch-training-scale={opts.backstitch_scale}",
                   f"--backstitch-training-interval={opts.backstitch_interval}"]

@@ -53,9 +53,10 @@ class TrainerOptions:
                                                "counts from the egs (Kaldi's acoustic default: -0.25); 0 = off")
     max_retries: int = _opt("--trainer.max-retries", 2, "times a failed job is run again before the iteration "
                             "goes on without it")
-    chunk_training: bool = _opt("--trainer.chunk-training", False, "train each job on every labelled frame of "
-                                "its egs in one pass (nnet3; nnet-train-one-job --chunk): an epoch is then one pass "
-                                "over the archives, not frames-per-eg passes", type=str2bool)
+    chunk_training: bool = _opt("--trainer.chunk-training", True, "train each job on every labelled frame of "
+                                "its egs in one pass (nnet3; nnet-train-one-job --chunk): an epoch is one pass "
+                                "over the archives; false: nnet2's --frame scheme, one label position per eg "
+                                "per job, an epoch frames-per-eg passes", type=str2bool)
     stall_limit: float = _opt("--trainer.stall-limit", None, "seconds a training job's log may stay as it is "
                               "before the job counts as stalled, is killed and retried (nnet-queue --stall-limit); "
                               "default: 4 x the previous iteration's longest job, at least 60 (600 with no previous "

@@ -49,7 +49,7 @@ class OuterLoop:
         self.opts, self.egs_dir, self.dir, self.name, self.stage_flag = opts, egs_dir, dir, name, stage_flag
         self.num_archives = read_info(egs_dir, "num_archives")
         # The schedule's unit: an archive at one label position, or with chunk training a whole archive.
-        self.frames_per_eg = 1 if opts.chunk_training else read_info(egs_dir, "frames_per_eg")
+        self.frames_per_eg = schedule.passes_per_archive(opts.chunk_training, read_info(egs_dir, "frames_per_eg"))
         self.num_iters, self.to_process = preflight.check_run(opts, egs_dir, dir, self.num_archives, self.frames_per_eg)
         self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
         self.jobs = TrainingJobs(self.launcher, opts, dir, egs_dir, self.warn)

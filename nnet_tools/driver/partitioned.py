@@ -204,7 +204,8 @@ class Partitioned:
         probe = egs_dir.replace("JOB", "1")
         sub_opts = dataclasses.replace(opts, jobs_initial=1, jobs_final=1, num_epochs=self.popts.sub_epochs,
                                        initial_lrate=self.popts.sub_initial_lrate, final_lrate=self.popts.sub_final_lrate)
-        num_archives, frames_per_eg = (read_info(probe, name) for name in ("num_archives", "frames_per_eg"))
+        num_archives = read_info(probe, "num_archives")
+        frames_per_eg = schedule.passes_per_archive(opts.chunk_training, read_info(probe, "frames_per_eg"))
         plan = schedule.plan(sub_opts.num_epochs, num_archives, frames_per_eg, 1, 1,
                              sub_opts.initial_lrate, sub_opts.final_lrate)
         if not plan:

@@ -4,6 +4,12 @@ import math
 from nnet_tools.errors import NnetError
 
 
+def passes_per_archive(chunk_training, frames_per_eg):
+    """An epoch's passes over each archive: one with chunk training (every frame of an eg at once),
+    frames-per-eg with nnet2's --frame scheme (one label position per pass: 'virtual archives')."""
+    return 1 if chunk_training else frames_per_eg
+
+
 def num_iters(num_epochs, num_archives, frames_per_eg, jobs_initial, jobs_final):
     """(num_iters, num_archives_to_process); each label position of an archive is a 'virtual archive'."""
     to_process = int(num_epochs * num_archives * frames_per_eg)

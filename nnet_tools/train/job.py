@@ -22,8 +22,8 @@ from nnet_tools.train.minibatch import MinibatchRule, buffered_order
 class TrainOptions:
     """nnet3-train's options. Defaults are Kaldi's and give plain (natural-gradient) SGD."""
     learning_rate: float
-    frame: int = 0                           # the label position trained on (nnet2's --frame scheme)
-    chunk: bool = False                      # every labelled frame of each eg, in one pass (nnet3)
+    chunk: bool = True                       # every labelled frame of each eg, in one pass (nnet3)
+    frame: int = 0                           # without chunk: the label position (nnet2's --frame scheme)
     minibatch_size: str = "512"
     momentum: float = 0.0
     max_param_change: float = 2.0

@@ -21,7 +21,7 @@ totgauss=600         # Kaldi: 1000
 num_epochs=1
 use_gpu=no
 dnn_1job=true       # also train the 1-job baseline DNN
-frames_per_eg=4
+frames_per_eg=8      # Kaldi nnet3's, for its TDNNs; each job trains on every frame of each eg
 max_egs_per_archive=100000   # Kaldi: --samples-per-iter 400000
 dnn_cmvn=global      # the DNN's CMVN: global (what vosk applies: stage 10), speaker or online
 . ./cmd.sh
