@@ -58,7 +58,8 @@ def test_log_wording(trained):
     job = (exp / "train.2.3.log").read_text()
     assert job.startswith("# nnet-train-one-job ")
     assert re.search(r"Overall average objective function for 'output' is -?[0-9.e-]+ over \d+ frames\.", job)
-    assert re.search(r"# Accounting: time=\d+ threads=1\n# Ended \(code 0\) at .*, elapsed time \d+ seconds\n$", job)
+    assert re.search(r"# Peak memory: \d+ kB\n"
+                     r"# Accounting: time=\d+ threads=1\n# Ended \(code 0\) at .*, elapsed time \d+ seconds\n$", job)
     # Iteration 0: halved minibatch and max-param-change / sqrt(2); later ones: as given.
     assert "--minibatch-size=32" in (exp / "train.0.1.log").read_text()
     assert "--max-param-change=1.4142136" in (exp / "train.0.1.log").read_text()

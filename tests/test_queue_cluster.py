@@ -19,7 +19,7 @@ from helpers import copy_recipe, error_line, queued_jobs, require, wait_for
 from nnet_tools.queue import BACKENDS, parse_args, sge, slurm, wrapper
 
 HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
-FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
+FOOTER = re.compile(r"(?:# Peak memory: \d+ kB\n)?# Accounting: time=\d+ threads=(\d+)\n"
                     r"# Ended \(code (\d+)(?:; signal (\d+))?\) at .+, elapsed time \d+ seconds\n$")
 
 ENGINES = ("slurm", "sge")
@@ -62,6 +62,8 @@ def test_array_with_one_failing_task(engine, tmp_path):
     r = queue(engine, tmp_path, "log/one.log", "echo", "single job")
     assert r.returncode == 0, r.stderr
     assert read_log(tmp_path / "log/one.log")[1:3] == ("single job\n", 0)
+    # The task's peak memory (guard.py, as in the local backend) ends its output.
+    assert re.search(r"\nsingle job\n# Peak memory: [1-9]\d* kB\n# Accounting: ", (tmp_path / "log/one.log").read_text())
 
 
 def test_a_refused_submission_keeps_the_earlier_logs(engine, tmp_path):

@@ -12,7 +12,7 @@ from nnet_tools.queue import config, parse_args, quote_command, tasklog
 from helpers import error_line, gone, wait_for
 
 HEADER = re.compile(r"# (.*)\n# Started at .+\n#\n")
-FOOTER = re.compile(r"# Accounting: time=\d+ threads=(\d+)\n"
+FOOTER = re.compile(r"(?:# Peak memory: \d+ kB\n)?# Accounting: time=\d+ threads=(\d+)\n"
                     r"# Ended \(code (\d+)\) at .+, elapsed time \d+ seconds\n$")
 
 
@@ -38,6 +38,21 @@ def test_help_after_the_backend_and_a_log_dir_removed_while_the_task_runs(tmp_pa
     r = queue_local(tmp_path, "gone/log/a.log", "rm", "-rf", "gone")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "cannot finish log gone/log/a.log: No such file or directory; counting the task as failed" in r.stderr
+
+
+def test_log_records_the_task_peak_memory(tmp_path):
+    """The line steps/stages.sh reads for each stage's peak: the largest resident set of the
+    task's processes (here a child of the task's shell that holds 150 MB), before Accounting."""
+    (tmp_path / "hold.py").write_text("b = bytearray(150 << 20)\nb[::4096] = b'x' * len(b[::4096])\n")
+    r = queue_local(tmp_path, "JOB=1:2", "log/m.JOB.log", "bash", "-c", f"[ JOB = 2 ] || {sys.executable} hold.py")
+    assert r.returncode == 0, r.stderr
+    peaks = []
+    for task in (1, 2):
+        text = (tmp_path / f"log/m.{task}.log").read_text()
+        m = re.search(r"\n# Peak memory: (\d+) kB\n# Accounting: ", text)
+        assert m, text
+        peaks.append(int(m.group(1)))
+    assert peaks[0] >= 150 << 10 and peaks[1] < 50 << 10, peaks
 
 
 def test_array_with_one_failing_task(tmp_path):

@@ -90,7 +90,19 @@ def test_spoken_digits_dnn_beats_gmm(tmp_path):
     vosk_wer = wer_of(vosk_dir / "wer_10_0.0")
     assert abs(vosk_wer - dnn_wer) <= 0.5, r.stdout[-2000:]
     assert "the same, decoded by vosk" in r.stdout
-    assert "Best WERs (held-out speakers):" in r.stdout and "Stage wall times (s):" in r.stdout
+    assert "Best WERs (held-out speakers):" in r.stdout
+    assert "Stage wall times (s) and peak memory of their tasks (MB):" in r.stdout
+    # steps/stages.sh: each stage's wall time and its tasks' peak memory (the GMM's and the DNN's
+    # programs are python and torch processes of tens to hundreds of MB)
+    times = {line.split()[0]: line.split()[1:] for line in (exp / "stage_times").read_text().splitlines()}
+    assert set(times) == {"data", "features", "lang", "mono", "align", "gmm_decode", "egs", "dnn_ramp",
+                          "dnn_decode", "vosk"}
+    assert int(times["mono"][1]) > 30 and int(times["dnn_ramp"][1]) > 100, times
+    # run again: every stage's outputs are complete, so only the summary runs
+    again = run("./run.sh", "--num-utts", "300", "--num-speakers", "16", "--dnn-1job", "false", cwd=recipe, check=True)
+    for n in (0, 1, 2, 3, 4, 5, 6, 8, 9, 10):
+        assert re.search(rf"^\./run\.sh: stage {n}: outputs complete \(.*\); skipping it", again.stdout, re.M), n
+    assert again.stdout.split("Best WERs (held-out speakers):")[1] == r.stdout.split("Best WERs (held-out speakers):")[1]
     # the summary table: the WER at LMWT 10 and the sweep's best, with its LMWT and penalty
     row = rf"^GMM \(monophone\) +{gmm_wer:.2f} +\d+\.\d\d \(LMWT \d+, penalty \d\.\d\)$"
     assert re.search(row, r.stdout, re.M), r.stdout[-2000:]

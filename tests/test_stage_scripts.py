@@ -1,6 +1,7 @@
 """The shell stage scripts' own checks: a bad number is one line and exit 1 before any work."""
 import contextlib
 import os
+import re
 import signal
 import subprocess
 
@@ -72,3 +73,29 @@ def umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_stage_done_records_wall_time_and_the_peak_of_the_stage_logs(tmp_path):
+    """exp/stage_times gets 'NAME wall peak-MB' per stage, the peak from the '# Peak memory' lines
+    of the task logs written during the stage only (none: 0, under the recipes' pipefail, where a
+    grep finding nothing once ended the recipe); --stop-stage ends the stages run."""
+    (tmp_path / "exp/old/log").mkdir(parents=True)
+    (tmp_path / "exp/old/log/a.log").write_text("# Peak memory: 900000 kB\n")   # before this run
+    os.utime(tmp_path / "exp/old/log/a.log", (1, 1))
+    script = f"""set -euo pipefail; stage=; stop_stage=2; . {REPO}/steps/stages.sh
+      mkdir -p exp/a/log
+      if run_stage 1; then
+        printf '# Peak memory: 307200 kB\\n' > exp/a/log/x.1.log
+        printf 'no peak line\\n' > exp/a/log/x.2.log
+        printf '# Peak memory: 102400 kB\\n' > exp/a/log/x.3.log
+        stage_done first
+      fi
+      if run_stage 2; then echo 'a log without the line' > exp/a/log/y.log; stage_done second; fi
+      if run_stage 3; then echo stage 3 ran; fi
+      print_stage_times"""
+    r = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in (tmp_path / "exp/stage_times").read_text().splitlines()]
+    assert [(name, peak) for name, _, peak in rows] == [("first", "300"), ("second", "0")]
+    assert all(int(wall) <= 1 for _, wall, _ in rows)
+    assert "stage 3 ran" not in r.stdout and re.search(r"^  first +[01] +300$", r.stdout, re.M), r.stdout

@@ -11,17 +11,25 @@ When the launcher stops the task (SIGTERM to its group), the task's shell dies a
 programs of its pipeline (``a | b``) are still cleaning up (temp files, their last line): the
 guard adopts them (a child subreaper) and waits for them too, within the launcher's grace.
 
+After the command it prints the task's peak memory (PEAK_LINE: the largest resident set of
+the command and the processes it waited for, as GNU time's %M) into the log, before the
+launcher's ``# Accounting`` line; not for a task stopped by a signal, whose log the launcher
+or engine ends. Cluster wrappers run it too, with parent 0: no launcher to
+watch there, the engine stops the task.
+
 Standard library only, run by file path without site (python3 -S -E): every task pays its
 start-up time.
 """
 import ctypes
 import os
+import resource
 import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PARENT_DIED = signal.SIGUSR2
+PEAK_LINE = "# Peak memory: {} kB"   # tasklog.peak_memory_kb reads it
 
 
 def _kill_group(signum=None, frame=None):
@@ -71,7 +79,8 @@ def _keep_priority():
 
 def main(argv):
     parent, command = int(argv[0]), argv[1:]
-    _die_with_parent(parent)
+    if parent:
+        _die_with_parent(parent)
     _keep_priority()
     # The launcher stops a task by signalling its group, child included: wait for the child's
     # end. A handler (not SIG_IGN) is reset by exec, so the child gets these signals as usual.
@@ -80,8 +89,10 @@ def main(argv):
         signal.signal(s, lambda signum, frame: stopped.append(signum))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     code = os.waitstatus_to_exitcode(os.waitpid(os.posix_spawnp(command[0], command, os.environ), 0)[1])
-    if stopped:
+    if stopped:   # the launcher or engine that stopped it writes the log's end
         _reap_all()
+    else:         # every process waited for counts; Linux's ru_maxrss is in kB
+        print(PEAK_LINE.format(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss), flush=True)
     if code < 0:   # killed by a signal: end the same way, so the launcher logs 'signal N'
         if -code not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(-code, signal.SIG_DFL)

@@ -4,6 +4,7 @@
     # Started at <date>
     #
     <the command's stdout and stderr>
+    # Peak memory: <kB> kB          (not run.pl's: guard.py adds it; steps/stages.sh reads it)
     # Accounting: time=<secs> threads=<n>
     # Ended (code <status>[; signal <sig>]) at <date>, elapsed time <secs> seconds
 

@@ -3,7 +3,8 @@
 
 One script per launcher call. Run by a task, it picks its number from the engine's variable,
 substitutes it for JOB in the log name and the command exactly as the local backend does,
-writes the log frame (tasklog), runs the command with ``bash -c`` as the local backend does,
+writes the log frame (tasklog), runs the command with ``bash -c`` under guard.py as the local
+backend does (which adds the task's peak memory to the log),
 then touches a marker ``q/<name>.done.<token>.<task>`` so the launcher sees it finished
 without asking the engine. The engine only sees exit 0 or 1 (the real code is in the log):
 Grid Engine gives 99 and 100 a meaning (requeue, error state); 137 is not turned into 100 as
@@ -20,9 +21,10 @@ import dataclasses
 import os
 import re
 import shlex
+import sys
 
 from nnet_tools.fileio import atomic_path, make_dirs
-from nnet_tools.queue import tasklog
+from nnet_tools.queue import guard, tasklog
 from nnet_tools.queue.spec import THREAD_VARIABLES
 
 # Carried from the submitting shell into the task, when set there.
@@ -112,10 +114,11 @@ def script_text(spec, files, task_variable, tasks, environ=None):
     if spec.name:
         lines.append(f'command=${{command//{spec.name}/$task}} log=${{log//{spec.name}/$task}}')
     lines += tasklog.shell_header("log", "command") + ["no_gpu="]
+    guarded = f"{q(sys.executable)} -S -E {q(guard.__file__)} 0"   # for the peak-memory line
     if spec.gpu > 0:
         lines += _claim_gpus(spec.gpu)
     lines += [
-        'if [ -z "$no_gpu" ]; then bash -c "$command" </dev/null >>"$log" 2>&1; code=$?; '
+        f'if [ -z "$no_gpu" ]; then {guarded} bash -c "$command" </dev/null >>"$log" 2>&1; code=$?; '
         'else echo "nnet-queue: $no_gpu" >>"$log"; code=1; fi',
         ]
     lines += [

@@ -30,12 +30,7 @@ use_gpu=no
 . ./path.sh
 . utils/parse_options.sh
 export PATH=$PWD/utils:$PATH
-mkdir -p exp
-times=exp/stage_times
-if [ $stage -le 0 ] || [ ! -f $times ]; then : > $times; fi   # --stage N in a fresh dir starts it too
-t0=$(date +%s)
-stage_done() { local t=$(date +%s); sed -i "/^$1 /d" $times; echo "$1 $((t - t0))" >> $times; t0=$t; }
-run_stage() { [ $stage -le $1 ] && [ $1 -le $stop_stage ]; }
+. steps/stages.sh   # run_stage, stage_done (exp/stage_times: wall and peak memory per stage)
 logged() {  # <log> <command...>: stderr to the log; on failure, say where and its last line
   local log=$1; shift
   "$@" 2> $log || { echo "$0: $1 failed (see $log):" 1>&2; tail -1 $log 1>&2; exit 1; }
@@ -161,5 +156,4 @@ if run_stage 11; then
   done
   echo
 fi
-echo "Stage wall times (s):"
-awk '{ printf "  %-12s %5d\n", $1, $2; t += $2 } END { printf "  %-12s %5d\n", "total", t }' $times
+print_stage_times

@@ -9,9 +9,11 @@
 # 6 targets and egs; 7 DNN with 1 job; 8 DNN with the 2 -> 4 jobs ramp; 9 DNN decodes; 10 vosk export and
 # decode; 11 summary.
 # Run from this directory:  ./run.sh [--stage N] [--stop-stage N] [--num-utts 1000]
+# Without --stage, stages whose outputs are complete are skipped (steps/stages.sh): re-running
+# ./run.sh after a failure goes on where it stopped.
 # Your own data: put Kaldi data dirs in data/train and data/test and start at stage 1 (docs/speech.md).
 set -euo pipefail
-stage=0
+stage=
 stop_stage=11
 num_utts=1000        # train + test; e.g. 50000 for a large run
 num_speakers=50
@@ -28,24 +30,20 @@ dnn_cmvn=global      # the DNN's CMVN: global (what vosk applies: stage 10), spe
 . ./path.sh
 . utils/parse_options.sh
 export PATH=$PWD/utils:$PATH
-mkdir -p exp
-times=exp/stage_times
-if [ $stage -le 0 ] || [ ! -f $times ]; then : > $times; fi   # --stage N in a fresh dir starts it too
-t0=$(date +%s)
-stage_done() { local t=$(date +%s); sed -i "/^$1 /d" $times; echo "$1 $((t - t0))" >> $times; t0=$t; }
-run_stage() { [ $stage -le $1 ] && [ $1 -le $stop_stage ]; }   # --stop-stage 5: up to the GMM decode
+. steps/stages.sh   # run_stage, stage_done (exp/stage_times: wall and peak memory per stage)
 
-if run_stage 0; then
+if run_stage 0 data/local/synthesised; then
   command -v espeak-ng > /dev/null || { echo "$0: espeak-ng not found (apt-get install espeak-ng)" 1>&2; exit 1; }
   local/prepare_data.py --num-utts $num_utts --num-speakers $num_speakers data wav
   for x in train test; do
     $train_cmd JOB=1:$nj exp/synth/log/synth_$x.JOB.log \
       local/synth_wavs.py --job JOB --num-jobs $nj data/$x/synth.plan wav
   done
+  mkdir -p data/local && touch data/local/synthesised
   stage_done data
 fi
 
-if run_stage 1; then
+if run_stage 1 data/test_fbank/cmvn.scp; then
   for x in train test; do
     steps/make_feats.sh --feat-type mfcc --conf conf/mfcc.conf --nj $nj --cmd "$train_cmd" data/$x exp/make_mfcc/$x mfcc
     steps/compute_cmvn_stats.sh data/$x exp/make_mfcc/$x mfcc
@@ -59,30 +57,30 @@ if run_stage 1; then
   stage_done features
 fi
 
-if run_stage 2; then
+if run_stage 2 data/lang/G.fst; then
   nnet-prepare-lang --sil-prob 0.5 local/dict/lexicon.txt data/lang 2> exp/prepare_lang.log
   stage_done lang
 fi
 
-if run_stage 3; then
+if run_stage 3 exp/mono/final.mdl; then
   steps/train_mono.sh --nj $nj --cmd "$train_cmd" --num-iters $mono_iters --totgauss $totgauss \
     --max-iter-inc $((mono_iters * 3 / 4)) --realign-iters "1 2 3 4 5 6 7 8 9 10 12 14 16 18" \
     data/train data/lang exp/mono
   stage_done mono
 fi
 
-if run_stage 4; then
+if run_stage 4 exp/mono_ali/pdf_counts; then
   steps/align_si.sh --nj $nj --cmd "$train_cmd" data/train data/lang exp/mono exp/mono_ali
   stage_done align
 fi
 
-if run_stage 5; then
+if run_stage 5 exp/mono/decode_test/scoring_kaldi/wer_details/wip; then
   utils/mkgraph.sh data/lang exp/mono exp/mono/graph
   steps/decode.sh --nj $nj --cmd "$train_cmd" exp/mono/graph data/test exp/mono/decode_test
   stage_done gmm_decode
 fi
 
-if run_stage 6; then
+if run_stage 6 exp/egs/info/num_archives; then
   # pdf-id targets and counts from the alignments, the config with their pdf count, the egs.
   steps/make_dnn_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --max-egs-per-archive $max_egs_per_archive \
     --dnn-cmvn $dnn_cmvn conf/model.yaml exp/mono_ali data/train_fbank exp
@@ -93,16 +91,16 @@ train_dnn() {  # <dir> <jobs-initial> <jobs-final>
   steps/train_hybrid_dnn.sh --cmd "$train_cmd" --use-gpu $use_gpu --num-epochs $num_epochs --jobs $2:$3 \
     exp/model.yaml exp/egs exp/mono_ali $1
 }
-if run_stage 7 && $dnn_1job; then
+if $dnn_1job && run_stage 7 exp/nnet_1job/final.mdl; then
   train_dnn exp/nnet_1job 1 1
   stage_done dnn_1job
 fi
-if run_stage 8; then
+if run_stage 8 exp/nnet/final.mdl; then
   train_dnn exp/nnet 2 4
   stage_done dnn_ramp
 fi
 
-if run_stage 9; then
+if run_stage 9 exp/nnet/decode_test/scoring_kaldi/wer_details/wip; then
   for d in exp/nnet_1job exp/nnet; do
     [ -f $d/final.mdl ] || continue
     steps/decode.sh --nj $nj --cmd "$train_cmd" --nnet $d/final.mdl --cmvn-opts "$(cat exp/egs/cmvn_opts)" \
@@ -111,7 +109,7 @@ if run_stage 9; then
   stage_done dnn_decode
 fi
 
-if run_stage 10; then
+if run_stage 10 exp/nnet/decode_test_vosk/wer_10_0.0; then
   # vosk decodes the test wavs itself (features, CMVN, Kaldi's decoder): the exported model is
   # checked against our decoder's WER. Of the DNN's CMVN choices it reproduces only the global.
   if [ -f exp/nnet/global_cmvn.stats ] && [ ! -f exp/nnet/online_cmvn ]; then
@@ -139,6 +137,5 @@ if run_stage 11; then
   row "DNN, 2 -> 4 jobs averaged" exp/nnet/decode_test
   [ -f exp/nnet/decode_test_vosk/wer_10_0.0 ] && row "  the same, decoded by vosk" exp/nnet/decode_test_vosk
   echo
-  echo "Stage wall times (s):"
-  awk '{ printf "  %-12s %5d\n", $1, $2; t += $2 } END { printf "  %-12s %5d\n", "total", t }' $times
+  print_stage_times
 fi
