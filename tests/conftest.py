@@ -6,7 +6,7 @@ import tempfile
 
 import pytest
 
-from helpers import SMALL_CONFIG
+from helpers import SMALL_CONFIG, engines_state
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +34,14 @@ def _one_serial_test_at_a_time(request):
         yield
     finally:
         os.close(fd)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed cluster test's report ends with the engines' state at the failure."""
+    report = (yield).get_result()
+    if report.when == "call" and report.failed and item.get_closest_marker("cluster"):
+        report.sections.append(("engines at the failure", engines_state()))
 
 
 @pytest.fixture

@@ -297,6 +297,22 @@ def require(engine):
         pytest.skip(why)
 
 
+def engines_state():
+    """What the engines say now (queues, nodes, the Slurm daemons' last lines): attached to a
+    failed cluster test's report, since a task that never ran shows nothing in its own log."""
+    probes = [["squeue", "-a", "-o", "%i %T %r %j %M"], ["sinfo", "-N", "-o", "%N %T %E %C %e"],
+              ["tail", "-n", "20", "/var/log/slurm/slurmctld.log"], ["tail", "-n", "20", "/var/log/slurm/slurmd.log"],
+              ["qstat", "-f"], ["qstat", "-u", "*"]]
+    out = []
+    for argv in probes:
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            out.append(f"$ {' '.join(argv)}\n{r.stdout}{r.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out.append(f"$ {' '.join(argv)}\n{e}")
+    return "\n".join(out)
+
+
 def queued_jobs(engine, name):
     """Ids of the jobs named ``name`` that still have tasks queued or running."""
     if engine == "slurm":

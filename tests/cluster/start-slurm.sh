@@ -122,6 +122,10 @@ for (( i = 0; i < timeout; i++ )); do
   state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
   case $state in
     idle|mixed|allocated)
+      # Jobs an earlier test run left (killed at its time limit; slurmctld keeps its state across
+      # restarts) would hold the node's CPUs while this run's tests wait: cancel those, only those.
+      left=$(squeue -h -o '%A %Z' | awk '$2 ~ "^/tmp/pytest-of-" {print $1}' | sort -u)
+      [[ -z $left ]] || { scancel $left; echo "start-slurm.sh: cancelled $(wc -w <<<"$left") jobs left by earlier test runs"; }
       echo "Slurm is up: node $host $state, $cpus CPUs, $mem_mb MB, $fake_gpus fake GPUs"
       exit 0 ;;
     down*|drain*) scontrol update NodeName="$host" State=RESUME 2>/dev/null || true ;;
