@@ -3,11 +3,13 @@
 (issue 31: at most 5 % on the 50k run's iterations). benchmarks/iteration_overhead.py measures
 the same on a synthetic iteration; this one reads what a real run left in EXP/log.
 
-An iteration's wall time runs from the end of the previous iteration's nnet-average-models
-(average.N.log, or select.0.log; for iteration 0: the first start of its training jobs) to the end of its own; the jobs' own
-time is its longest train.N.J.log (the task's wall, process start and model I/O included). The
-rest is the overhead: waiting on the queue, the driver's bookkeeping, averaging, and the
-diagnostics where they delay the next iteration. Log times have one-second resolution.
+An iteration's wall time runs from the end of the previous iteration's averaging (average.N.log,
+or select.0.log; for iteration 0, from the first start of its training jobs) to the end of its
+own. The jobs' own time is the time some train.N.J.log's task was running (the union of their
+intervals: process start and model I/O included; jobs that wait for a free slot run in waves,
+which counts as the jobs' time, not overhead). The rest is the overhead: the queue's latency,
+the driver's bookkeeping, averaging, and the diagnostics where they delay the next iteration.
+Log times have one-second resolution.
 
     python3 benchmarks/run_overhead.py EXP_DIR      e.g. recipes/spoken_digits/exp/nnet
 """
@@ -35,8 +37,19 @@ def read_log(path):
     return _seconds(started[1]), _seconds(ended[-1][1]), int(ended[-1][2])
 
 
+def busy(tasks):
+    """Seconds during which at least one of ``tasks`` (start, end, elapsed) was running."""
+    total, reach = 0.0, None
+    for start, end, _ in sorted(tasks):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
 def iterations(exp):
-    """Per iteration: (n, wall seconds, longest job's seconds, number of jobs)."""
+    """Per iteration: (n, wall seconds, the jobs' busy seconds, number of jobs)."""
     log = os.path.join(exp, "log")
     jobs = {}
     for path in glob.glob(os.path.join(log, "train.*.*.log")):
@@ -53,7 +66,7 @@ def iterations(exp):
         if averaged is None:
             continue
         begin = previous_end if previous_end is not None else min(t[0] for t in jobs[n])
-        rows.append((n, averaged[1] - begin, max(t[2] for t in jobs[n]), len(jobs[n])))
+        rows.append((n, averaged[1] - begin, busy(jobs[n]), len(jobs[n])))
         previous_end = averaged[1]
     return rows
 
@@ -66,7 +79,7 @@ def main():
         sys.exit(f"run_overhead.py: no finished iteration (train.N.J.log and average.N.log) in {sys.argv[1]}/log")
     print(f"{'iter':>4s} {'jobs':>4s} {'wall s':>7s} {'jobs s':>7s} {'overhead':>8s}")
     for n, wall, job, count in rows:
-        print(f"{n:4d} {count:4d} {wall:7.0f} {job:7d} {(wall - job) / wall if wall else 0:8.1%}")
+        print(f"{n:4d} {count:4d} {wall:7.0f} {job:7.0f} {(wall - job) / wall if wall else 0:8.1%}")
     wall, job = sum(r[1] for r in rows), sum(r[2] for r in rows)
     print(f"P3 overhead of {len(rows)} iterations: {(wall - job) / wall:.3f} "
           f"({wall - job:.0f} s of {wall:.0f} s; goal <= {GOAL})")

@@ -105,6 +105,37 @@ def test_two_feature_streams_posteriors_from_the_first_moments_from_the_second(s
     assert "short.ark: utt 'u' has 299 frames of dim 6" in line and not (tmp_path / "bad.acc").exists()
 
 
+def test_accumulation_in_blocks_equals_one_pass_over_all_frames(setup, tmp_path, monkeypatch):
+    """nnet-gmm-acc-stats-ali accumulates blocks of utterances (bounded memory); the stats are
+    those of one pass over every frame, whatever the block size."""
+    from nnet_tools.cli import gmm_acc_stats_ali as program
+    d, _ = setup
+    model = gmm.load(str(d / "0.mdl"))
+    rng = np.random.default_rng(7)
+    tids = np.arange(1, model.tm.num_transition_ids + 1)
+    estimate.estimate(model, stats_of(model, rng.normal(size=(2000, 6)).astype(np.float32), tids, rng),
+                      mix_up=3 * model.num_pdfs, min_gaussian_occupancy=3)
+    gmm.save(model, str(tmp_path / "m.mdl"))
+    utts = [(rng.normal(size=(100 + 7 * i, 6)).astype(np.float32), rng.choice(tids, 100 + 7 * i)) for i in range(5)]
+    with tables.MatrixWriter(f"ark:{tmp_path}/f.ark") as fw, tables.IntVectorWriter(f"ark:{tmp_path}/a.ark") as aw:
+        for i, (feats, ali) in enumerate(utts):
+            fw.write(f"u{i}", feats)
+            aw.write(f"u{i}", ali)
+    one = estimate.Stats(model)
+    estimate.accumulate(model, one, utts)
+    monkeypatch.setattr(program, "BLOCK_FRAMES", 200)   # blocks of 2, 2 and 1 utterances
+    program.main.main(args=[str(tmp_path / "m.mdl"), f"ark:{tmp_path}/f.ark", f"ark:{tmp_path}/a.ark",
+                            str(tmp_path / "b.acc")], standalone_mode=False)
+    blocks = estimate.Stats.load(str(tmp_path / "b.acc"))
+    assert blocks.frames == one.frames == sum(len(f) for f, _ in utts)
+    np.testing.assert_array_equal(blocks.trans, one.trans)
+    # The binding's log-likelihoods are float32 matrix products: other batches, other roundings.
+    np.testing.assert_allclose(blocks.occ, one.occ, rtol=1e-6)
+    np.testing.assert_allclose(blocks.x, one.x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(blocks.x2, one.x2, rtol=1e-5)
+    assert blocks.tot_like == pytest.approx(one.tot_like, rel=1e-6)
+
+
 def test_trained_transition_probs_survive_save_and_load(setup, tmp_path):
     """The re-estimated transition probabilities are the ones a loaded model has (load once gave
     the topology's initial ones back, so align, mkgraph and decode used untrained ones)."""

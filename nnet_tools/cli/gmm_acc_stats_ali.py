@@ -9,6 +9,11 @@ from nnet_tools.log import logger
 from nnet_tools.speech.models import estimate, gmm
 
 
+# Utterances are accumulated in blocks of about this many frames: memory stays bounded however
+# much data a job has (a job of 1.4M frames held them all: 1 GB resident).
+BLOCK_FRAMES = 1 << 18
+
+
 @click.command()
 @click.option("--stats-feats", "stats_rspecifier", default="",
               help="Accumulate the moments of these features, each frame weighted by its posteriors on "
@@ -29,7 +34,14 @@ def main(stats_rspecifier, model, feats_rspecifier, ali_rspecifier, acc_out):
         ark:exp/tri3/ali.1.ark exp/tri3/final.1.acc
     """
     mdl = gmm.load(model)
-    utts, moments, no_ali, bad = [], [], 0, 0
+    stats = estimate.Stats(mdl)
+    utts, moments, held, no_ali, bad, done = [], [], 0, 0, 0, 0
+
+    def flush():   # accumulate what is held (vectorised per pdf over its frames), and drop it
+        nonlocal utts, moments, held
+        estimate.accumulate(mdl, stats, utts, moments if stats_rspecifier else None)
+        utts, moments, held = [], [], 0
+
     with contextlib.ExitStack() as stack:
         alis = stack.enter_context(tables.RandomAccessIntVectors(ali_rspecifier))
         second = stack.enter_context(tables.RandomAccessMatrices(stats_rspecifier)) if stats_rspecifier else None
@@ -53,13 +65,15 @@ def main(stats_rspecifier, model, feats_rspecifier, ali_rspecifier, acc_out):
                                     f"{feats_rspecifier} {feats.shape[0]} of dim {feats.shape[1]}")
                 moments.append(x)
             utts.append((feats, ali))
-    logger.info(f"Done {len(utts)} files, {no_ali} with no alignments{' or second features' if second else ''}, "
+            done, held = done + 1, held + len(feats)
+            if held >= BLOCK_FRAMES:
+                flush()
+        flush()
+    logger.info(f"Done {done} files, {no_ali} with no alignments{' or second features' if second else ''}, "
                 f"{bad} with other errors.")
-    if not utts:
+    if not done:
         raise NnetError(f"{feats_rspecifier}: no utterance to accumulate: {no_ali} without an alignment in "
                         f"{ali_rspecifier}, {bad} with other errors")
-    stats = estimate.Stats(mdl)
-    estimate.accumulate(mdl, stats, utts, moments if stats_rspecifier else None)
     stats.save(acc_out)
     logger.info(f"Overall avg like per frame (Gaussian only) = {stats.tot_like / stats.frames:.6g} over "
                 f"{stats.frames} frames.")
