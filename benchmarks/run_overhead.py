@@ -15,32 +15,19 @@ Log times have one-second resolution.
 """
 import glob
 import os
-import re
 import sys
-import time
+
+from nnet_tools.queue import tasklog
+from nnet_tools.report import logparse
+from nnet_tools.report.summary import TRAIN_LOG_RE
 
 GOAL = 0.05
-_STARTED = re.compile(r"^# Started at (.+)$", re.MULTILINE)
-_ENDED = re.compile(r"^# Ended \(code \d+(?:; signal \d+)?\) at (.+), elapsed time (\d+) seconds$", re.MULTILINE)
 
 
-def _seconds(stamp):
-    return time.mktime(time.strptime(stamp.strip(), "%a %b %d %H:%M:%S %Z %Y"))
-
-
-def read_log(path):
-    """(start, end, elapsed) of one task log, or None if it did not finish."""
-    text = open(path, errors="replace").read()
-    started, ended = _STARTED.search(text), list(_ENDED.finditer(text))
-    if not started or not ended:
-        return None
-    return _seconds(started[1]), _seconds(ended[-1][1]), int(ended[-1][2])
-
-
-def busy(tasks):
-    """Seconds during which at least one of ``tasks`` (start, end, elapsed) was running."""
+def busy(spans):
+    """Seconds during which at least one of the (start, end) ``spans`` was running."""
     total, reach = 0.0, None
-    for start, end, _ in sorted(tasks):
+    for start, end in sorted(spans):
         if reach is None or start > reach:
             total, reach = total + end - start, end
         elif end > reach:
@@ -50,22 +37,19 @@ def busy(tasks):
 
 def iterations(exp):
     """Per iteration: (n, wall seconds, the jobs' busy seconds, number of jobs)."""
-    log = os.path.join(exp, "log")
     jobs = {}
-    for path in glob.glob(os.path.join(log, "train.*.*.log")):
-        n = int(os.path.basename(path).split(".")[1])
-        if (t := read_log(path)):
-            jobs.setdefault(n, []).append(t)
+    for path in glob.glob(os.path.join(exp, "log", "train.*.*.log")):
+        if (m := TRAIN_LOG_RE.search(path)) and (s := tasklog.span(path)):
+            jobs.setdefault(int(m.group(1)), []).append(s)
+    # Iteration 0 selects the best job's model, the others average; the last is combined (not
+    # counted), or the run stopped in it.
+    ends = {**logparse.numbered_logs(exp, "average.{}.log"), **logparse.numbered_logs(exp, "select.{}.log")}
     rows, previous_end = [], None
     for n in sorted(jobs):
-        # Iteration 0 selects the best job's model (select.0.log), the others average; the last
-        # is combined (not counted), or the run stopped in it.
-        ends = [read_log(p) for p in (os.path.join(log, f"{kind}.{n}.log") for kind in ("average", "select"))
-                if os.path.exists(p)]
-        averaged = next((e for e in ends if e), None)
+        averaged = tasklog.span(ends[n]) if n in ends else None
         if averaged is None:
             continue
-        begin = previous_end if previous_end is not None else min(t[0] for t in jobs[n])
+        begin = previous_end if previous_end is not None else min(start for start, _ in jobs[n])
         rows.append((n, averaged[1] - begin, busy(jobs[n]), len(jobs[n])))
         previous_end = averaged[1]
     return rows

@@ -92,6 +92,22 @@ def ended_code(log):
     return None
 
 
+def span(log):
+    """(start, end) of a finished task, in seconds since the epoch, from its ``# Started`` and last
+    ``# Ended`` lines (one-second resolution); None if either is missing."""
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    started = re.search(r"^# Started at (.+)$", text, re.M)
+    ended = re.findall(r"^# Ended \(.*\) at (.+), elapsed time", text, re.M)
+    if not started or not ended:
+        return None
+    parse = DATE_FORMAT.replace("%e", "%d")   # strptime's %d takes date's space-padded day
+    return time.mktime(time.strptime(started[1], parse)), time.mktime(time.strptime(ended[-1], parse))
+
+
 def stalled(log, limit):
     """Whether a started task's log has not grown (its mtime: the task's own lines, or its header
     when it started) for ``limit`` seconds; a task with no log yet has not started."""
