@@ -379,6 +379,78 @@ def test_est_fmllr_per_utterance_and_silence_weight(data, tmp_path):
     assert not np.allclose(trans["u2a"], fmllr.unit_transform(DIM), atol=1e-2)
 
 
+def test_est_fmllr_from_posteriors(data, tmp_path):
+    """--posteriors (lattice-to-post's table): weight-1 posteriors on the alignment give the
+    alignment's transforms; a frame shared by two transition-ids counts for each by its weight."""
+    d, model, utts, alis, clean, feats, params = data
+    rng = np.random.default_rng(1)
+    other = {u: rng.integers(1, model.tm.num_transition_ids + 1, size=len(a)) for u, a in alis.items()}
+    for name, post in (("one", lambda u, t: [(int(alis[u][t]), 1.0)]),
+                       ("split", lambda u, t: [(int(alis[u][t]), 0.7), (int(other[u][t]), 0.3)])):
+        with tables.PosteriorWriter(f"ark:{tmp_path}/{name}.post") as w:
+            for u in alis:
+                w.write(u, [post(u, t) for t in range(len(alis[u]))])
+    common = ["--spk2utt", f"ark:{d}/spk2utt", d / "final.mdl", f"ark:{d}/feats.ark"]
+    run("nnet-gmm-est-fmllr", *common, f"ark:{d}/ali.ark", f"ark:{tmp_path}/ali.trans", check=True)
+    for name in ("one", "split"):
+        r = run("nnet-gmm-est-fmllr", "--posteriors", *common, f"ark:{tmp_path}/{name}.post",
+                f"ark:{tmp_path}/{name}.trans", check=True)
+        assert "Done 9 files, 3 with no alignments, 0 with other errors." in r.stderr
+    by_ali, one, split = (dict(tables.read_matrices(f"ark:{tmp_path}/{n}.trans")) for n in ("ali", "one", "split"))
+    for s in ("s1", "s2"):
+        np.testing.assert_allclose(one[s], by_ali[s], atol=1e-6)
+    tid2pdf = model.tid2pdf()
+    accs = fmllr.FmllrAccs(DIM)
+    for u in ("u1a", "u1b", "u1d", "u1e"):
+        x = np.concatenate([feats[u], feats[u]])
+        accs.accumulate(model, x, tid2pdf[np.concatenate([alis[u], other[u]])],
+                        np.repeat([0.7, 0.3], len(feats[u])))
+    np.testing.assert_allclose(split["s1"], accs.estimate(log=_Log()).matrix, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(split["s1"], one["s1"], atol=1e-3)
+    with tables.PosteriorWriter(f"ark:{tmp_path}/short.post") as w:
+        w.write("u1a", [[(1, 1.0)]] * 10)
+    r = run("nnet-gmm-est-fmllr", "--posteriors", d / "final.mdl", f"ark:{d}/feats.ark", f"ark:{tmp_path}/short.post",
+            f"ark:{tmp_path}/short.trans")
+    assert "Posterior has wrong size 10 vs. 200 for utterance u1a" in r.stderr
+
+
+def _two_gauss_model(base, rng, mu, var):
+    """``base``'s topology and transitions with two Gaussians per pdf around the means ``mu``."""
+    am = khg.AmDiagGmm()
+    for p in range(base.num_pdfs):
+        g = khg.DiagGmm(nmix=2, dim=DIM)
+        g.set_weights(np.array([0.4, 0.6], dtype=np.float32))
+        g.set_means((mu[p] + rng.normal(size=(2, DIM))).astype(np.float32))
+        g.set_invvars((1 / np.tile(var[p], (2, 1))).astype(np.float32))
+        g.compute_gconsts()
+        am.add_pdf(g)
+    return gmm.Model(base.topo_text, base.tm, am)
+
+
+def test_gaussian_posteriors_from_another_model(data):
+    """accumulate(gpost_model=ALIMDL) is gmm-post-to-gpost ALIMDL | gmm-est-fmllr-gpost MODEL: the
+    Gaussians' posteriors from ALIMDL, the means and variances they weight from MODEL."""
+    d, model, utts, alis, clean, feats, (mu, var) = data
+    rng = np.random.default_rng(2)
+    sat, alimdl = _two_gauss_model(model, rng, mu, var), _two_gauss_model(model, rng, mu, var)
+    x, pdfs = feats["u1a"], model.tid2pdf()[alis["u1a"]]
+    w = rng.uniform(0.2, 1.0, size=len(x))
+    got = fmllr.FmllrAccs(DIM)
+    got.accumulate(sat, x, pdfs, w, gpost_model=alimdl)
+    want, own = fmllr.FmllrAccs(DIM), fmllr.FmllrAccs(DIM)
+    own.accumulate(sat, x, pdfs, w)
+    for p in np.unique(pdfs):
+        rows = pdfs == p
+        posts = fmllr._posteriors(alimdl.am.get_pdf(int(p)), np.ascontiguousarray(x[rows]))[0] * w[rows, None]
+        g = sat.am.get_pdf(int(p))
+        want.accumulate_from_posteriors(np.asarray(g.means), np.asarray(g.inv_vars), x[rows], posts)
+    for field in ("beta", "K", "G"):
+        np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(got.K, own.K, rtol=1e-3)   # the posteriors did come from the other model
+    with pytest.raises(NnetError, match="2 Gaussians of dim 6 in the model giving the Gaussian posteriors, 1 of dim 6"):
+        fmllr.FmllrAccs(DIM).accumulate(model, x, pdfs, w, gpost_model=alimdl)
+
+
 def test_programs_fail_in_one_line(data, tmp_path):
     d, model, utts, alis, clean, feats, params = data
     with tables.MatrixWriter(f"ark:{tmp_path}/wide.ark") as w:

@@ -256,7 +256,12 @@ def test_train_sat_makes_the_alignment_model_that_align_and_decode_fmllr_use_fir
     run("utils/mkgraph.sh", LANG, "tri3", "tri3/graph", cwd=d, check=True)
     r = run("steps/decode_fmllr.sh", "--nj", "1", "--skip-scoring", "true", "tri3/graph", "data", "tri3/decode", cwd=d)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "nnet-gmm-compute-likes tri3/final.alimdl" in (d / "tri3" / "decode" / "log" / "decode_si.1.log").read_text()
+    # Kaldi's layout: the speaker-independent decode in DECODE_DIR.si; its lattices' posteriors,
+    # Gaussians from the alignment model, give the first transforms
+    assert "nnet-gmm-compute-likes tri3/final.alimdl" in (d / "tri3" / "decode.si" / "log" / "decode.1.log").read_text()
+    pass1 = (d / "tri3" / "decode" / "log" / "fmllr_pass1.1.log").read_text()
+    assert "nnet-lattice-to-post --acoustic-scale 0.083333" in pass1 and "--gpost-model tri3/final.alimdl" in pass1
+    assert "Done 31 lattices." in pass1 and "Done 1 speakers: 1 transforms updated" in pass1
     words = {int(i): w for w, i in (line.split() for line in (LANG / "words.txt").read_text().splitlines())}
     hyp = {line.split()[0]: [words[int(i)] for i in line.split()[1:]]
            for line in (d / "tri3" / "decode" / "words.1.txt").read_text().splitlines()}

@@ -1,4 +1,5 @@
 import click
+import numpy as np
 
 from nnet_tools.cli.common import program
 from nnet_tools.data import cmvn, tables
@@ -21,18 +22,25 @@ from nnet_tools.speech.transforms import fmllr, weights
               help="Colon-separated silence phones (lang/phones/silence.csl): their frames are weighted "
                    "--silence-weight (Kaldi's weight-silence-post).")
 @click.option("--silence-weight", default=0.0, show_default=True, help="Weight of the --silence-phones' frames.")
+@click.option("--posteriors", is_flag=True,
+              help="ALI_RSPECIFIER holds posteriors on transition-ids (nnet-lattice-to-post), not alignments.")
+@click.option("--gpost-model", default=None, metavar="MODEL",
+              help="Take the Gaussian posteriors within each pdf from MODEL (same tree and sizes; Kaldi's "
+                   "gmm-post-to-gpost MODEL | gmm-est-fmllr-gpost), e.g. the speaker-independent final.alimdl.")
 @click.argument("model")
 @click.argument("feats_rspecifier")
 @click.argument("ali_rspecifier")
 @click.argument("trans_wspecifier")
 @program("nnet-gmm-est-fmllr")
 def main(spk2utt, fmllr_update_type, fmllr_min_count, fmllr_num_iters, silence_phones, silence_weight,
-         model, feats_rspecifier, ali_rspecifier, trans_wspecifier):
+         posteriors, gpost_model, model, feats_rspecifier, ali_rspecifier, trans_wspecifier):
     """Estimate global fMLLR transforms, per speaker (--spk2utt) or per utterance (Kaldi's
     ali-to-post | weight-silence-post | gmm-est-fmllr): each frame's posteriors over the
     Gaussians of its aligned pdf in MODEL, then the d x (d+1) transform from [I 0]. Writes a
     table of matrices (TRANS_WSPECIFIER), which nnet-transform-feats --utt2spk applies. A
     speaker none of whose utterances has an alignment gets the unit transform, with a warning.
+    With --posteriors, each frame counts for every transition-id of its posterior, by its weight
+    (lattice-to-post | weight-silence-post | gmm-est-fmllr, as steps/decode_fmllr.sh runs it).
 
     To re-estimate on top of the current transforms (steps/train_sat.sh), give features
     already through them and compose: nnet-compose-transforms --b-is-affine true ark:NEW
@@ -56,6 +64,9 @@ def main(spk2utt, fmllr_update_type, fmllr_min_count, fmllr_num_iters, silence_p
                 raise NnetError(f"{spk2utt}: utterance '{utt}' listed for speakers '{spk_of[utt]}' and '{spk}'")
             spk_of[utt] = spk
     mdl = gmm.load(model)
+    gpost_mdl = gmm.load(gpost_model) if gpost_model else None
+    if gpost_mdl is not None and gpost_mdl.tid2pdf().tolist() != mdl.tid2pdf().tolist():
+        raise NnetError(f"{gpost_model}: its transition-ids map to other pdfs than {model}'s (another tree?)")
     tid2pdf, tid2phone = mdl.tid2pdf(), weights.tid_to_phone(mdl)
     opts = dict(min_count=fmllr_min_count, num_iters=fmllr_num_iters, update_type=fmllr_update_type)
     accs = {spk: fmllr.FmllrAccs(mdl.dim) for spk in speakers} if speakers is not None else None
@@ -63,7 +74,8 @@ def main(spk2utt, fmllr_update_type, fmllr_min_count, fmllr_num_iters, silence_p
     seen = set()
     done = no_ali = other = 0
     tot_impr = tot_t = 0.0
-    with tables.RandomAccessIntVectors(ali_rspecifier) as alis, tables.MatrixWriter(trans_wspecifier) as writer:
+    reader = tables.RandomAccessPosteriors if posteriors else tables.RandomAccessIntVectors
+    with reader(ali_rspecifier) as alis, tables.MatrixWriter(trans_wspecifier) as writer:
         for utt, feats in tables.read_matrices(feats_rspecifier):
             if speakers is not None and utt not in spk_of:
                 continue        # not in this job's spk2utt (Kaldi reads the features by key)
@@ -77,12 +89,15 @@ def main(spk2utt, fmllr_update_type, fmllr_min_count, fmllr_num_iters, silence_p
                 other += 1
                 continue
             if len(ali) != len(feats):
-                logger.warning(f"Alignment has wrong size {len(ali)} vs. {len(feats)} for utterance {utt}")
+                logger.warning(f"{'Posterior' if posteriors else 'Alignment'} has wrong size {len(ali)} vs. "
+                               f"{len(feats)} for utterance {utt}")
                 other += 1
                 continue
-            gmm.check_tids(ali, mdl.tm.num_transition_ids, f"{ali_rspecifier}: utt '{utt}'")
+            rows, tids, scale = _rows(ali, posteriors)
+            gmm.check_tids(tids, mdl.tm.num_transition_ids, f"{ali_rspecifier}: utt '{utt}'")
             acc = accs[spk_of[utt]] if speakers is not None else fmllr.FmllrAccs(mdl.dim)
-            acc.accumulate(mdl, feats, tid2pdf[ali], weights.frame_weights(ali, tid2phone, sil, silence_weight))
+            acc.accumulate(mdl, feats[rows], tid2pdf[tids], scale * weights.frame_weights(tids, tid2phone, sil, silence_weight),
+                           gpost_model=gpost_mdl)
             done += 1
             if speakers is not None:
                 aligned.add(spk_of[utt])
@@ -113,6 +128,16 @@ def main(spk2utt, fmllr_update_type, fmllr_min_count, fmllr_num_iters, silence_p
         if not done:
             raise NnetError(f"{feats_rspecifier}: no utterance to estimate fMLLR from: {no_ali} without an "
                             f"alignment in {ali_rspecifier}, {other} with other errors")
+
+
+def _rows(ali, posteriors):
+    """(frame of each row, its transition-id, its weight): an alignment is one row per frame of
+    weight 1; a posterior one row per (transition-id, weight) pair of each frame."""
+    if not posteriors:
+        return np.arange(len(ali)), np.asarray(ali, dtype=np.int64), np.ones(len(ali))
+    pairs = [(t, tid, w) for t, frame in enumerate(ali) for tid, w in frame]
+    rows, tids, scale = zip(*pairs) if pairs else ((), (), ())
+    return np.array(rows, dtype=np.int64), np.array(tids, dtype=np.int64), np.array(scale, dtype=np.float64)
 
 
 def _estimate_and_write(writer, key, acc, opts, who):

@@ -10,7 +10,7 @@ import numpy as np
 
 from nnet_tools.data.tables.kaldi_calls import Kaldi
 from nnet_tools.data.tables.specifiers import check_rspecifier
-from nnet_tools.data.tables.value_types import DOUBLE_MATRIX, INT_VECTOR, MATRIX, VECTOR, ValueType
+from nnet_tools.data.tables.value_types import DOUBLE_MATRIX, INT_VECTOR, MATRIX, POSTERIOR, VECTOR, ValueType
 from nnet_tools.errors import NnetError, not_utf8
 
 # Kaldi's warnings about a value it read all the same ("inf" in a text matrix): no read failed.
@@ -86,6 +86,12 @@ def read_int_vectors(rspecifier) -> Iterator[tuple[str, np.ndarray]]:
     return _read_sequential(rspecifier, INT_VECTOR)
 
 
+def read_posteriors(rspecifier) -> Iterator[tuple[str, list]]:
+    """Yield (key, posterior) for every entry: per frame a list of (transition-id, weight) pairs,
+    e.g. ``read_posteriors("ark:lattice-to-post.ark")``."""
+    return _read_sequential(rspecifier, POSTERIOR)
+
+
 class _RandomAccess:
     _type: ValueType
 
@@ -143,3 +149,8 @@ class RandomAccessDoubleMatrices(_RandomAccess):
 class RandomAccessIntVectors(_RandomAccess):
     """Look int32 vectors up by key, e.g. the alignment of an utterance."""
     _type = INT_VECTOR
+
+
+class RandomAccessPosteriors(_RandomAccess):
+    """Look posteriors up by key: per frame a list of (transition-id, weight) pairs."""
+    _type = POSTERIOR

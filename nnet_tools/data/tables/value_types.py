@@ -18,6 +18,14 @@ def _to_int32_list(value, where):
     return array.astype(np.int32).tolist()
 
 
+def _to_posterior(value, where):
+    """Kaldi's Posterior: per frame, a list of (transition-id, weight) pairs."""
+    try:
+        return [[(int(tid), float(weight)) for tid, weight in frame] for frame in value]
+    except (TypeError, ValueError):
+        raise NnetError(f"{where}: expected per frame a list of (transition-id, weight) pairs") from None
+
+
 def to_matrix(kaldi_type, dtype):
     def convert(value, where):
         array = np.asarray(value)
@@ -49,3 +57,7 @@ VECTOR = ValueType(_kni._SequentialFloatVectorReader, _kni._RandomAccessFloatVec
 INT_VECTOR = ValueType(_kni._SequentialInt32VectorReader, _kni._RandomAccessInt32VectorReader,
                        to_numpy=lambda value: np.asarray(value, dtype=np.int32),  # a list of ints
                        writer=_kni._Int32VectorWriter, to_kaldi=_to_int32_list)
+# Posteriors on transition-ids (lattice-to-post, ali-to-post): read as a fresh list of lists of
+# (int, float) pairs, one list per frame.
+POSTERIOR = ValueType(_kni._SequentialPosteriorReader, _kni._RandomAccessPosteriorReader,
+                      to_numpy=lambda value: value, writer=_kni._PosteriorWriter, to_kaldi=_to_posterior)

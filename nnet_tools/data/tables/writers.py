@@ -6,7 +6,7 @@ import sys
 
 from nnet_tools.data.tables.kaldi_calls import Kaldi
 from nnet_tools.data.tables.specifiers import check_output_name, is_pipe, is_plain_file, split_specifier
-from nnet_tools.data.tables.value_types import DOUBLE_MATRIX, INT_VECTOR, MATRIX, ValueType
+from nnet_tools.data.tables.value_types import DOUBLE_MATRIX, INT_VECTOR, MATRIX, POSTERIOR, ValueType
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import atomic_path, disk_full
 from nnet_tools.log import logger
@@ -141,3 +141,8 @@ class DoubleMatrixWriter(_Writer):
 class IntVectorWriter(_Writer):
     """Write int32 vectors (alignments, targets), e.g. ``IntVectorWriter("ark:ali.ark")``."""
     _type = INT_VECTOR
+
+
+class PosteriorWriter(_Writer):
+    """Write posteriors (per frame, (transition-id, weight) pairs), e.g. ``PosteriorWriter("ark:1.post")``."""
+    _type = POSTERIOR

@@ -125,11 +125,14 @@ class FmllrAccs:
         self.accumulate_from_posteriors(np.asarray(gmm.means), np.asarray(gmm.inv_vars), x, posts)
         return like
 
-    def accumulate(self, model, feats, pdfs, weights):
-        """gmm-est-fmllr's AccumulateForUtterance from an alignment: ``feats`` [T, d] (one or more
-        utterances of this speaker), their pdf-ids and weights [T] (ali-to-post |
-        weight-silence-post), the posteriors within each frame's pdf. Returns the per-frame
-        log-likelihoods (0 for frames of weight 0, which add nothing)."""
+    def accumulate(self, model, feats, pdfs, weights, gpost_model=None):
+        """gmm-est-fmllr's AccumulateForUtterance: ``feats`` [T, d] (one or more utterances of this
+        speaker), their pdf-ids and weights [T] (ali-to-post | weight-silence-post; a frame with
+        several pdfs in its posterior is one row per pdf), the posteriors within each row's pdf.
+        ``gpost_model``: take those Gaussian posteriors from this model instead, whose pdfs have
+        ``model``'s sizes (gmm-post-to-gpost ALIMDL | gmm-est-fmllr-gpost MODEL). Returns the
+        per-row log-likelihoods (under the model giving the posteriors; 0 for rows of weight 0,
+        which add nothing)."""
         x = np.asarray(feats, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != model.dim:
             raise NnetError(f"fMLLR accumulation: feature dim {x.shape[-1]} does not match the model's {model.dim}")
@@ -143,7 +146,8 @@ class FmllrAccs:
         for p in np.unique(pdfs[used]):
             rows = np.flatnonzero(used & (pdfs == p))
             g = model.am.get_pdf(int(p))
-            posts, like[rows] = _posteriors(g, np.ascontiguousarray(x[rows]))
+            posts, like[rows] = _posteriors(gpost_pdf(gpost_model, g, int(p)) if gpost_model else g,
+                                            np.ascontiguousarray(x[rows]))
             posts *= weights[rows, None]
             means, inv_vars = np.asarray(g.means, dtype=np.float64), np.asarray(g.inv_vars, dtype=np.float64)
             linear[rows] += posts @ (means * inv_vars)
@@ -165,6 +169,18 @@ class FmllrAccs:
 
     def estimate(self, min_count=MIN_COUNT, num_iters=NUM_ITERS, update_type="full", log=None):
         return estimate(self, min_count, num_iters, update_type, log)
+
+
+def gpost_pdf(gpost_model, gmm, pdf):
+    """Pdf ``pdf`` of ``gpost_model``, which must match ``gmm`` (the same pdf of the model being
+    adapted) in its number of Gaussians and dimension, as gmm-est-fmllr-gpost requires."""
+    if pdf >= gpost_model.am.num_pdfs:
+        raise NnetError(f"pdf {pdf}: the model giving the Gaussian posteriors has only {gpost_model.am.num_pdfs} pdfs")
+    g = gpost_model.am.get_pdf(pdf)
+    if g.num_gauss != gmm.num_gauss or g.dim != gmm.dim:
+        raise NnetError(f"pdf {pdf}: {g.num_gauss} Gaussians of dim {g.dim} in the model giving the Gaussian "
+                        f"posteriors, {gmm.num_gauss} of dim {gmm.dim} in the model adapted to")
+    return g
 
 
 def _posteriors(gmm, x):
