@@ -17,7 +17,8 @@ after another on one thread, so it measures work, not the parallel speed-up a cl
 Learning rate: Kaldi's rule, per-job rate = effective rate x N (the driver's own arithmetic).
 
 Data: Fashion-MNIST (Debian's dataset-fashion-mnist, or --fashion-dir with the four IDX files);
-scikit-learn's digits with --data digits (small, for a quick look).
+scikit-learn's digits with --data digits (small, for a quick look). Speech frames:
+benchmarks/speech_payoff.py, on the same driver and ratios.
 
     python3 benchmarks/ng_averaging.py [--epochs 6] [--jobs 1,2,4,8] [--methods plain,ng,bmuf,nesterov]
 """
@@ -71,7 +72,7 @@ def train(egs_dir, exp, cfg, jobs, method, args):
     with open(os.path.join(exp, "driver.log"), "w") as out, contextlib.redirect_stdout(out):
         loop.run(config=cfg)
     wall = time.time() - started
-    samples, points = 0, []
+    samples, points = 0, [(0, f"{exp}/0.mdl")]
     for it, j, _, _ in loop.plan:
         samples += sum(int(FRAMES_RE.findall(open(f"{exp}/log/train.{it}.{k}.log").read())[-1]) for k in range(1, j + 1))
         points.append((samples, f"{exp}/{it + 1}.mdl"))
@@ -84,7 +85,9 @@ def score(path, test):
 
 
 def curve_of(points, final, test, every):
-    chosen = points[every - 1::every]
+    """(samples, held-out log-likelihood, accuracy): the initial model, every ``every``-th
+    iteration's, the last, and the final (combined) model."""
+    chosen = points[:1] + points[every::every]
     if chosen[-1] != points[-1]:
         chosen.append(points[-1])
     return [(n, *score(p, test)) for n, p in chosen] + [(points[-1][0], *score(final, test))]
@@ -94,18 +97,31 @@ def samples_to_reach(curve, column, target):
     return next((point[0] for point in curve if point[column] >= target), None)
 
 
-def experiment(name, train_x, train_y, test_x, test_y, hidden, args):
+def image_experiment(name, train_x, train_y, test_x, test_y, hidden, args):
     dim, classes = train_x.shape[1], int(train_y.max()) + 1
     egs_dir = make_egs(f"{args.tmp}/{name}", train_x, train_y, args.archives, classes)
     test = (torch.from_numpy(test_x.astype(np.float32)).unsqueeze(1), torch.from_numpy(test_y.astype(np.int64)))
     print(f"\n== {name}: model {dim}-{'-'.join(map(str, hidden))}-{classes}, {args.epochs} epochs, effective lrate "
           f"{args.initial_lrate} -> {args.final_lrate} (per job x N), minibatch {args.minibatch}; {len(train_y)} "
           f"training images in {args.archives} archives, {len(test_y)} test images", flush=True)
+    curves = experiment(name, egs_dir, test, lambda path, ng: write_config(path, dim, hidden, classes, ng), args)
+    print(f"\nP4 {name}: samples N jobs need / samples 1 job needs "
+          f"('-' = never reached, with the value it ended at)")
+    for method in args.methods:
+        one = curves["plain" if method == "plain" else "ng", 1]
+        targets = [(2, one[-1][2] - d, f"acc {one[-1][2] - d:.4f}") for d in (0.0, 0.005, 0.01)]
+        targets.append((1, one[-1][1], f"loglik {one[-1][1]:.4f}"))
+        ratio_lines(name, method, curves, targets, args.jobs)
+
+
+def experiment(name, egs_dir, test, write_cfg, args):
+    """Every method at every N on ``egs_dir``, scored on ``test`` (windows, labels); prints each
+    run's final values and the wall times, returns the curves by (method, N)."""
     curves, walls = {}, {}
     for method in args.methods:
         ng, outer_method = METHODS[method]
         cfg = f"{args.tmp}/{name}/{method}.yaml"
-        write_config(cfg, dim, hidden, classes, ng)
+        write_cfg(cfg, ng)
         for jobs in args.jobs:
             if jobs == 1 and method == "bmuf":  # bmuf's default momentum 1 - 1/N is 0: plain averaging
                 curves[method, 1], walls[method, 1] = curves["ng", 1], walls["ng", 1]
@@ -115,22 +131,27 @@ def experiment(name, train_x, train_y, test_x, test_y, hidden, args):
             curves[method, jobs] = curve = curve_of(points, final, test, max(1, len(points) // args.points))
             print(f"{method:>9} x{jobs}: {walls[method, jobs]:6.1f} s, final test acc {curve[-1][2]:.4f}, "
                   f"loglik {curve[-1][1]:.4f} after {curve[-1][0]} samples", flush=True)
-    print(f"\nP4 {name}: samples N jobs need / samples 1 job needs "
-          f"('-' = never reached, with the value it ended at)")
-    for method in args.methods:
-        one = curves["plain" if method == "plain" else "ng", 1]
-        targets = [(2, one[-1][2] - d, f"acc {one[-1][2] - d:.4f}") for d in (0.0, 0.005, 0.01)]
-        targets.append((1, one[-1][1], f"loglik {one[-1][1]:.4f}"))
-        for column, target, what in targets:
-            n1 = samples_to_reach(one, column, target)
-            cells = []
-            for jobs in args.jobs:
-                c = curves[method, jobs]
-                n = samples_to_reach(c, column, target)
-                cells.append(f"N={jobs}: {n / n1:.2f}" if n else f"N={jobs}: - ({c[-1][column]:.4f})")
-            print(f"P4 {name} {method:>9} {what:<14} 1 job {n1:>8}: " + "  ".join(cells), flush=True)
     for method in args.methods:
         print(f"P4 {name} {method:>9} wall s: " + "  ".join(f"N={j}: {walls[method, j]:.0f}" for j in args.jobs))
+    return curves
+
+
+def ratio_lines(name, method, curves, targets, jobs_list):
+    """Print, per target (column, value, label), samples N jobs needed / samples 1 job needed;
+    returns each N's worst ratio (None: some target never reached)."""
+    one = curves["plain" if method == "plain" else "ng", 1]
+    worst = {jobs: 0.0 for jobs in jobs_list}
+    for column, target, what in targets:
+        n1 = samples_to_reach(one, column, target)
+        cells = []
+        for jobs in jobs_list:
+            c = curves[method, jobs]
+            n = samples_to_reach(c, column, target)
+            cells.append(f"N={jobs}: {n / n1:.2f}" if n else f"N={jobs}: - ({c[-1][column]:.4f})")
+            if worst[jobs] is not None:
+                worst[jobs] = max(worst[jobs], n / n1) if n else None
+        print(f"P4 {name} {method:>9} {what:<14} 1 job {n1:>8}: " + "  ".join(cells), flush=True)
+    return worst
 
 
 def main():
@@ -165,10 +186,10 @@ def main():
             digits = load_digits()
             order = np.random.default_rng(0).permutation(len(digits.target))
             x, y = digits.data[order] / 16.0, digits.target[order]
-            experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
+            image_experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
             return
         (x, y), (tx, ty) = load_idx_set(args.fashion_dir, "train"), load_idx_set(args.fashion_dir, "t10k")
-        experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
+        image_experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
 
 
 if __name__ == "__main__":

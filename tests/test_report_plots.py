@@ -32,7 +32,7 @@ def write_exp(d, iters, jobs, seed, oderiv=True):
     log = d / "log"
     log.mkdir(parents=True)
     truth = {"accuracy": {}, "log-likelihood": {}, "relative": {}, "absolute": {}, "nonlin": {}, "jobs": {},
-             "lrate": {}}
+             "lrate": {}, "frames": {}}
     for it in range(iters):
         for subset in ("train", "valid"):
             acc, ll = float(f"{rng.uniform(0.3, 1):.6g}"), float(f"{-rng.uniform(0.05, 2):.6g}")
@@ -45,8 +45,11 @@ def write_exp(d, iters, jobs, seed, oderiv=True):
         n, lrate = jobs(it), float(f"{rng.uniform(1e-4, 1e-2):.8g}")
         truth["jobs"][it], truth["lrate"][it] = n, lrate
         for j in range(1, n + 1):
+            frames = truth["frames"][it, j] = int(rng.integers(100, 5000))
             (log / f"train.{it}.{j}.log").write_text(
                 f"# nnet-train-one-job --learning-rate={lrate} --job={j} {it}.mdl egs {it + 1}.{j}.mdl\n"
+                f"LOG (nnet-train-one-job[0.1.0]:log_total():job.py:117) Overall average objective function for "
+                f"'output' is -0.68 over {frames} frames.\n"
                 f"# Accounting: time={int(rng.integers(1, 9))} threads=1\n# Ended (code 0)\n")
         if it == 0:
             continue
@@ -126,6 +129,24 @@ def test_plotted_numbers_equal_the_logs(two_exps, monkeypatch):
                     continue
                 xs, ys = lines[f"{key} mean {exp}"]
                 assert ys == [t["nonlin"][component, key, x][0] for x in xs] and xs[0] == 1
+
+
+def test_plotted_against_samples(two_exps, monkeypatch):
+    """--x-axis samples: iteration i's point at the frames iterations 0..i-1 trained on, summed
+    over their jobs; from the first iteration a job's log lacks its frame count, no points."""
+    root, truth = two_exps
+    monkeypatch.chdir(root)
+    (root / "exp/a/log/train.3.2.log").write_text("# nnet-train-one-job --learning-rate=0.001 3.mdl egs 4.2.mdl\n")
+    drawn = plots.write_plots("plots", list(truth), x_axis="samples")
+    for exp, t in truth.items():
+        before = [sum(f for (it, _), f in t["frames"].items() if it < i) for i in range(len(t["jobs"]) + 1)]
+        known = 4 if exp == "exp/a" else len(t["jobs"])     # exp a: iteration 3 is incomplete
+        xs, ys = drawn["accuracy.png"][f"valid {exp}"]
+        assert xs == before[:known] and ys == [t["accuracy"]["valid", i] for i in range(known)]
+        xs, _ = drawn[f"param_diff_{LAYERS[0]}.png"][f"relative {exp}"]
+        assert xs == before[1:known]
+    with pytest.raises(NnetError, match="x axis must be"):
+        plots.write_plots("plots", list(truth), x_axis="epochs")
 
 
 def test_program_writes_pngs_and_index(two_exps):

@@ -55,6 +55,13 @@ def train_objective(path):
     return value if math.isfinite(value) else None
 
 
+def train_frames(path):
+    """The frame count of a train log's last 'Overall average objective function' line; None when
+    the log has no such line (the job died first) or is missing."""
+    found = OBJF_RE.findall(_read(path))
+    return int(found[-1][1]) if found else None
+
+
 def compute_prob(path):
     """{'log-likelihood': x, 'accuracy': y} from a compute_prob log (missing keys absent)."""
     return {key: number(value) for key, value in PROB_RE.findall(_read(path))}

@@ -52,11 +52,6 @@ def _colors(n):
     return [cycle[i % len(cycle)] for i in range(n)]
 
 
-def _xy(points):
-    its = sorted(points)
-    return its, [points[i] for i in its]
-
-
 def _safe(name):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
@@ -64,11 +59,22 @@ def _safe(name):
 class _Plotter:
     """Draws each figure, records the series it drew (read back from the artists), saves it."""
 
-    def __init__(self, out_dir, runs):
+    def __init__(self, out_dir, runs, x_axis="iteration"):
         self.Figure = _figure_class()
-        self.out_dir, self.runs = out_dir, runs
+        self.out_dir, self.runs, self.x_axis = out_dir, runs, x_axis
+        self.per = "per iteration" if x_axis == "iteration" else "against frames trained on"
         self.colors = _colors(len(runs))
         self.drawn = {}      # file name -> {line label: (iterations, values)}
+
+    def xs(self, run, its):
+        """The x of iterations ``its``: the iterations, or with x_axis 'samples' the frames trained
+        on before each (i.mdl, whose diagnostics are iteration i's, has seen iterations 0..i-1)."""
+        return list(its) if self.x_axis == "iteration" else [run.samples_before[i] for i in its]
+
+    def xy(self, run, points):
+        """{iteration: value} as (x, y) lists; iterations without a sample count are left out."""
+        its = sorted(i for i in points if self.x_axis == "iteration" or i in run.samples_before)
+        return self.xs(run, its), [points[i] for i in its]
 
     def save(self, fig, name, title, styles=()):
         """Legend: one colour per exp dir, then ``styles`` ((line style or 'band', meaning), ...)."""
@@ -78,8 +84,9 @@ class _Plotter:
         fig.suptitle(title)
         for ax in fig.axes:
             ax.grid(True)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        fig.axes[-1].set_xlabel("Iteration")
+            if self.x_axis == "iteration":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.axes[-1].set_xlabel("Iteration" if self.x_axis == "iteration" else "Samples (frames trained on)")
         handles = [Line2D([], [], color=c, label=run.exp_dir) for run, c in zip(self.runs, self.colors)]
         handles += [Patch(color="grey", alpha=0.3, label=what) if style == "band" else
                     Line2D([], [], color="black", linestyle=style, label=what) for style, what in styles]
@@ -96,9 +103,9 @@ class _Plotter:
         for run, color in zip(self.runs, self.colors):
             for subset, style in (("train", "--"), ("valid", "-")):
                 if run.prob[key][subset]:
-                    ax.plot(*_xy(run.prob[key][subset]), style, color=color, label=f"{subset} {run.exp_dir}")
+                    ax.plot(*self.xy(run, run.prob[key][subset]), style, color=color, label=f"{subset} {run.exp_dir}")
         ax.set_ylabel(key)
-        self.save(fig, f"{key}.png", f"{key} per iteration ('output')", (("--", "train"), ("-", "valid")))
+        self.save(fig, f"{key}.png", f"{key} {self.per} ('output')", (("--", "train"), ("-", "valid")))
 
     def param_diff(self, layer):
         fig = self.Figure(figsize=(7, 6))
@@ -106,7 +113,7 @@ class _Plotter:
         for run, color in zip(self.runs, self.colors):
             for ax, kind in zip(axes, ("absolute", "relative")):
                 if layer in run.param_diff[kind]:
-                    ax.plot(*_xy(run.param_diff[kind][layer]), color=color, label=f"{kind} {run.exp_dir}")
+                    ax.plot(*self.xy(run, run.param_diff[kind][layer]), color=color, label=f"{kind} {run.exp_dir}")
         axes[0].set_ylabel("Parameter differences")
         axes[1].set_ylabel("Relative parameter differences")
         self.save(fig, f"param_diff_{_safe(layer)}.png", f"Parameter differences at {layer}")
@@ -122,14 +129,16 @@ class _Plotter:
         for run, color in zip(self.runs, self.colors):
             per_iter = run.nonlin.get(component, {}).get("iterations", {})
             for ax, key in zip(axes, stats):
-                its = [it for it in sorted(per_iter) if key in per_iter[it]]
+                its = [it for it in sorted(per_iter)
+                       if key in per_iter[it] and (self.x_axis == "iteration" or it in run.samples_before)]
                 if not its:
                     continue
                 summaries = [per_iter[it][key] for it in its]
-                ax.plot(its, [s["mean"] for s in summaries], color=color, label=f"{key} mean {run.exp_dir}")
+                x = self.xs(run, its)
+                ax.plot(x, [s["mean"] for s in summaries], color=color, label=f"{key} mean {run.exp_dir}")
                 band = [(s["percentiles"].get(low), s["percentiles"].get(high)) for s in summaries]
                 if all(a is not None and b is not None for a, b in band):
-                    ax.fill_between(its, [a for a, _ in band], [b for _, b in band], color=color, alpha=0.2,
+                    ax.fill_between(x, [a for a, _ in band], [b for _, b in band], color=color, alpha=0.2,
                                     label=f"{key} {low:g}th-{high:g}th percentile {run.exp_dir}")
         for ax, key in zip(axes, stats):
             ax.set_ylabel(dict(NONLIN_STATS)[key])
@@ -141,18 +150,20 @@ class _Plotter:
         axes = fig.subplots(2, 1, sharex=True)
         for run, color in zip(self.runs, self.colors):
             if run.jobs:
-                axes[0].plot(*_xy(run.jobs), drawstyle="steps-post", color=color, label=f"jobs {run.exp_dir}")
+                axes[0].plot(*self.xy(run, run.jobs), drawstyle="steps-post", color=color, label=f"jobs {run.exp_dir}")
             if run.lrate:
-                axes[1].plot(*_xy(run.lrate), color=color, label=f"learning rate {run.exp_dir}")
+                axes[1].plot(*self.xy(run, run.lrate), color=color, label=f"learning rate {run.exp_dir}")
         from matplotlib.ticker import MaxNLocator
         axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))
         axes[0].set_ylabel("Number of jobs")
         axes[1].set_ylabel("Learning rate per job")
-        self.save(fig, "jobs_lrate.png", "Parallel jobs and per-job learning rate per iteration")
+        self.save(fig, "jobs_lrate.png", f"Parallel jobs and per-job learning rate {self.per}")
 
 
-def write_plots(out_dir, exp_dirs, summary_text=""):
-    """PNGs of ``exp_dirs`` overlaid, and out_dir/index.html showing them under ``summary_text``.
+def write_plots(out_dir, exp_dirs, summary_text="", x_axis="iteration"):
+    """PNGs of ``exp_dirs`` overlaid, and out_dir/index.html showing them under ``summary_text``;
+    ``x_axis`` 'samples' draws against the frames trained on (runs with different job counts
+    compared at equal data) instead of the iteration.
 
     Returns {png name: {line label: (iterations, values)}}: the series each figure holds, read
     back from its artists before saving."""
@@ -161,7 +172,9 @@ def write_plots(out_dir, exp_dirs, summary_text=""):
         if not any(run.prob["accuracy"].values()) and not run.jobs:
             raise NnetError(f"{run.exp_dir}: no compute_prob or train logs under {run.exp_dir}/log; "
                             f"is it an experiment dir?")
-    plotter = _Plotter(out_dir, runs)
+    if x_axis not in ("iteration", "samples"):
+        raise NnetError(f"x axis must be 'iteration' or 'samples', not '{x_axis}'")
+    plotter = _Plotter(out_dir, runs, x_axis)
     for key in ("accuracy", "log-likelihood"):
         if any(run.prob[key][s] for run in runs for s in ("train", "valid")):
             plotter.prob(key)

@@ -16,6 +16,8 @@ class ExpSeries:
     nonlin: dict        # component -> {'type': str, 'iterations': {iteration: {stat: summary}}}
     jobs: dict          # iteration -> number of training jobs
     lrate: dict         # iteration -> per-job learning rate (the jobs' --learning-rate)
+    samples_before: dict  # iteration i -> frames its jobs' logs count over iterations 0..i-1 (what
+                          # i.mdl has seen); up to the first iteration with a log that lacks them
 
 
 def read(exp_dir):
@@ -34,7 +36,7 @@ def read(exp_dir):
         for name, stats in logparse.nonlinearity_stats(path).items():
             kind = stats.pop("type")
             nonlin.setdefault(name, {"type": kind, "iterations": {}})["iterations"][it] = stats
-    jobs, lrate = {}, {}
+    jobs, lrate, frames, incomplete = {}, {}, {}, set()
     for path in glob.glob(os.path.join(exp_dir, "log", "train.*.*.log")):
         m = re.search(r"train\.(\d+)\.(\d+)\.log$", path)
         if not m:
@@ -43,4 +45,18 @@ def read(exp_dir):
         jobs[it] = jobs.get(it, 0) + 1
         if it not in lrate and (rate := logparse.learning_rate(path)) is not None:
             lrate[it] = rate
-    return ExpSeries(exp_dir, prob, param_diff, nonlin, dict(sorted(jobs.items())), dict(sorted(lrate.items())))
+        if (count := logparse.train_frames(path)) is None:
+            incomplete.add(it)
+        frames[it] = frames.get(it, 0) + (count or 0)
+    return ExpSeries(exp_dir, prob, param_diff, nonlin, dict(sorted(jobs.items())), dict(sorted(lrate.items())),
+                     _samples_before(frames, incomplete))
+
+
+def _samples_before(frames, incomplete):
+    samples, total, it = {}, 0, 0
+    while True:
+        samples[it] = total
+        if it not in frames or it in incomplete:
+            return samples
+        total += frames[it]
+        it += 1

@@ -25,6 +25,7 @@ use_gpu=no
 dnn_1job=true       # also train the 1-job baseline DNN
 frames_per_eg=8      # Kaldi nnet3's, for its TDNNs; each job trains on every frame of each eg
 max_egs_per_archive=100000   # Kaldi: --samples-per-iter 400000
+min_archives=16      # at least this many archives (an epoch's iterations at 1 job)
 dnn_cmvn=global      # the DNN's CMVN: global (what vosk applies: stage 10), speaker or online
 . ./cmd.sh
 . ./path.sh
@@ -83,7 +84,7 @@ fi
 if run_stage 6 exp/egs/info/num_archives; then
   # pdf-id targets and counts from the alignments, the config with their pdf count, the egs.
   steps/make_dnn_egs.sh --cmd "$train_cmd" --frames-per-eg $frames_per_eg --max-egs-per-archive $max_egs_per_archive \
-    --dnn-cmvn $dnn_cmvn conf/model.yaml exp/mono_ali data/train_fbank exp
+    --min-archives $min_archives --dnn-cmvn $dnn_cmvn conf/model.yaml exp/mono_ali data/train_fbank exp
   stage_done egs
 fi
 
