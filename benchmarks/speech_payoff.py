@@ -7,7 +7,7 @@ training, 2.2M frames) in 64 archives, so that an iteration at N = 8 is an eight
 
     benchmarks/recipe_scale.sh --sizes 10000 --cmd "nnet-queue local" --nj 2 \\
         --recipe-opts "--stop-stage 6 --min-archives 64" /work/study
-    python3 benchmarks/speech_payoff.py --decode --plots docs/payoff \\
+    python3 benchmarks/speech_payoff.py --decode --plots /work/study/plots \\
         /work/study/recipes/sd10000 /work/study/payoff
 
 Each arm (method x N jobs: plain SGD, NG-SGD, NG + BMUF, NG + Nesterov, as ng_averaging.py) is a
@@ -15,8 +15,9 @@ run of the driver's own loop (ng_averaging.train: OuterLoop with the in-process 
 same per-job rate x N rule) into OUT/<method>.<N>, the recipe's model config with
 natural-gradient set. Its curve is the driver's own diagnostics: compute_prob_valid.<i>.log (the
 recipe's valid_diagnostic.egs, utterances held out of training) at the frames iterations 0..i-1
-trained on, then the final (combined) model's. A finished arm (final.mdl and its wall time) is
-not trained again: the study can be stopped and rerun, or run in pieces (--methods, --jobs).
+trained on, then the final (combined) model's. A finished arm (final.mdl, its wall time and
+settings) is not trained again, and one trained with other settings is refused: the study can be
+stopped and rerun, or run in pieces (--methods, --jobs).
 
 Targets (issue 32): the 1-job run of the same family (plain SGD for plain SGD, NG with plain
 averaging for every NG arm): valid frame accuracy at 50, 80 and 95 % of its gain over the initial
@@ -64,8 +65,12 @@ def logged_curve(exp):
 
 def run_arm(args, exp, method, jobs):
     """Train the arm unless a finished one is there; returns its wall seconds."""
-    wall_file = os.path.join(exp, "wall_seconds")
+    wall_file, settings_file = os.path.join(exp, "wall_seconds"), os.path.join(exp, "settings")
+    settings = " ".join(f"{k}={getattr(args, k)}" for k in ("epochs", "initial_lrate", "final_lrate", "minibatch",
+                                                            "outer_momentum", "outer_learning_rate")) + "\n"
     if os.path.exists(os.path.join(exp, "final.mdl")) and os.path.exists(wall_file):
+        if open(settings_file).read() != settings:
+            raise SystemExit(f"{exp}: trained with {open(settings_file).read().strip()}, not {settings.strip()}")
         return float(open(wall_file).read())
     if os.path.exists(exp):
         raise SystemExit(f"{exp}: an unfinished arm is there; remove it to train it again")
@@ -75,6 +80,8 @@ def run_arm(args, exp, method, jobs):
     started = time.time()
     train(os.path.join(args.recipe, "exp", "egs"), exp, cfg, jobs, outer_method, args)
     wall = time.time() - started
+    with open(settings_file, "w") as f:
+        f.write(settings)
     with open(wall_file, "w") as f:
         f.write(f"{wall:.1f}\n")
     return wall
@@ -99,7 +106,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="a spoken_digits recipe dir run through stage 6 (exp/egs, exp/model.yaml)")
     p.add_argument("out", help="the arms' exp dirs go here (kept: rerunning reuses finished arms)")
-    p.add_argument("--epochs", type=float, default=2)
+    p.add_argument("--epochs", type=float, default=1.0, help="the recipe's (run.sh --num-epochs 1)")
     p.add_argument("--jobs", default="1,2,4,8")
     p.add_argument("--methods", default="plain,ng,bmuf,nesterov")
     p.add_argument("--initial-lrate", type=float, default=0.003)
