@@ -72,7 +72,7 @@ def train(egs_dir, exp, cfg, jobs, method, args):
     with open(os.path.join(exp, "driver.log"), "w") as out, contextlib.redirect_stdout(out):
         loop.run(config=cfg)
     wall = time.time() - started
-    samples, points = 0, [(0, f"{exp}/0.mdl")]
+    samples, points = 0, []
     for it, j, _, _ in loop.plan:
         samples += sum(int(FRAMES_RE.findall(open(f"{exp}/log/train.{it}.{k}.log").read())[-1]) for k in range(1, j + 1))
         points.append((samples, f"{exp}/{it + 1}.mdl"))
@@ -85,9 +85,7 @@ def score(path, test):
 
 
 def curve_of(points, final, test, every):
-    """(samples, held-out log-likelihood, accuracy): the initial model, every ``every``-th
-    iteration's, the last, and the final (combined) model."""
-    chosen = points[:1] + points[every::every]
+    chosen = points[every - 1::every]
     if chosen[-1] != points[-1]:
         chosen.append(points[-1])
     return [(n, *score(p, test)) for n, p in chosen] + [(points[-1][0], *score(final, test))]
@@ -97,31 +95,18 @@ def samples_to_reach(curve, column, target):
     return next((point[0] for point in curve if point[column] >= target), None)
 
 
-def image_experiment(name, train_x, train_y, test_x, test_y, hidden, args):
+def experiment(name, train_x, train_y, test_x, test_y, hidden, args):
     dim, classes = train_x.shape[1], int(train_y.max()) + 1
     egs_dir = make_egs(f"{args.tmp}/{name}", train_x, train_y, args.archives, classes)
     test = (torch.from_numpy(test_x.astype(np.float32)).unsqueeze(1), torch.from_numpy(test_y.astype(np.int64)))
     print(f"\n== {name}: model {dim}-{'-'.join(map(str, hidden))}-{classes}, {args.epochs} epochs, effective lrate "
           f"{args.initial_lrate} -> {args.final_lrate} (per job x N), minibatch {args.minibatch}; {len(train_y)} "
           f"training images in {args.archives} archives, {len(test_y)} test images", flush=True)
-    curves = experiment(name, egs_dir, test, lambda path, ng: write_config(path, dim, hidden, classes, ng), args)
-    print(f"\nP4 {name}: samples N jobs need / samples 1 job needs "
-          f"('-' = never reached, with the value it ended at)")
-    for method in args.methods:
-        one = curves["plain" if method == "plain" else "ng", 1]
-        targets = [(2, one[-1][2] - d, f"acc {one[-1][2] - d:.4f}") for d in (0.0, 0.005, 0.01)]
-        targets.append((1, one[-1][1], f"loglik {one[-1][1]:.4f}"))
-        ratio_lines(name, method, curves, targets, args.jobs)
-
-
-def experiment(name, egs_dir, test, write_cfg, args):
-    """Every method at every N on ``egs_dir``, scored on ``test`` (windows, labels); prints each
-    run's final values and the wall times, returns the curves by (method, N)."""
     curves, walls = {}, {}
     for method in args.methods:
         ng, outer_method = METHODS[method]
         cfg = f"{args.tmp}/{name}/{method}.yaml"
-        write_cfg(cfg, ng)
+        write_config(cfg, dim, hidden, classes, ng)
         for jobs in args.jobs:
             if jobs == 1 and method == "bmuf":  # bmuf's default momentum 1 - 1/N is 0: plain averaging
                 curves[method, 1], walls[method, 1] = curves["ng", 1], walls["ng", 1]
@@ -131,9 +116,15 @@ def experiment(name, egs_dir, test, write_cfg, args):
             curves[method, jobs] = curve = curve_of(points, final, test, max(1, len(points) // args.points))
             print(f"{method:>9} x{jobs}: {walls[method, jobs]:6.1f} s, final test acc {curve[-1][2]:.4f}, "
                   f"loglik {curve[-1][1]:.4f} after {curve[-1][0]} samples", flush=True)
+    print(f"\nP4 {name}: samples N jobs need / samples 1 job needs "
+          f"('-' = never reached, with the value it ended at)")
+    for method in args.methods:
+        one = curves["plain" if method == "plain" else "ng", 1]
+        targets = [(2, one[-1][2] - d, f"acc {one[-1][2] - d:.4f}") for d in (0.0, 0.005, 0.01)]
+        targets.append((1, one[-1][1], f"loglik {one[-1][1]:.4f}"))
+        ratio_lines(name, method, curves, targets, args.jobs)
     for method in args.methods:
         print(f"P4 {name} {method:>9} wall s: " + "  ".join(f"N={j}: {walls[method, j]:.0f}" for j in args.jobs))
-    return curves
 
 
 def ratio_lines(name, method, curves, targets, jobs_list):
@@ -186,10 +177,10 @@ def main():
             digits = load_digits()
             order = np.random.default_rng(0).permutation(len(digits.target))
             x, y = digits.data[order] / 16.0, digits.target[order]
-            image_experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
+            experiment("digits", x[360:], y[360:], x[:360], y[:360], [256, 256], args)
             return
         (x, y), (tx, ty) = load_idx_set(args.fashion_dir, "train"), load_idx_set(args.fashion_dir, "t10k")
-        image_experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
+        experiment("fashion-mnist", x[:args.fashion_train], y[:args.fashion_train], tx, ty, [256, 256], args)
 
 
 if __name__ == "__main__":
