@@ -20,13 +20,15 @@ Data: Fashion-MNIST (Debian's dataset-fashion-mnist, or --fashion-dir with the f
 scikit-learn's digits with --data digits (small, for a quick look). Speech frames:
 benchmarks/speech_payoff.py, on the same driver and ratios.
 
-    python3 benchmarks/ng_averaging.py [--epochs 6] [--jobs 1,2,4,8] [--methods plain,ng,bmuf,nesterov]
+    python3 benchmarks/ng_averaging.py [--epochs 6] [--jobs 1,2,4,8] [--methods plain,ng,bmuf,nesterov] [--json F]
 """
 import argparse
 import contextlib
+import json
 import logging
 import os
 import re
+import sys
 import tempfile
 import time
 
@@ -66,7 +68,8 @@ def train(egs_dir, exp, cfg, jobs, method, args):
     opts = options.TrainerOptions(num_epochs=args.epochs, jobs_initial=jobs, jobs_final=jobs,
                                   initial_lrate=args.initial_lrate, final_lrate=args.final_lrate,
                                   minibatch_size=args.minibatch, cleanup=False, outer_method=method,
-                                  outer_momentum=args.outer_momentum, outer_learning_rate=args.outer_learning_rate)
+                                  outer_momentum=args.outer_momentum, outer_learning_rate=args.outer_learning_rate,
+                                  divergence_threshold=0)  # an arm that blows up and recovers is measured as it ends
     loop = outer_loop.OuterLoop(opts, egs_dir, exp, InProcessLauncher(os.path.join(exp, "log")), name="P4")
     started = time.time()
     with open(os.path.join(exp, "driver.log"), "w") as out, contextlib.redirect_stdout(out):
@@ -118,31 +121,69 @@ def experiment(name, train_x, train_y, test_x, test_y, hidden, args):
                   f"loglik {curve[-1][1]:.4f} after {curve[-1][0]} samples", flush=True)
     print(f"\nP4 {name}: samples N jobs need / samples 1 job needs "
           f"('-' = never reached, with the value it ended at)")
+    ratios = {}
     for method in args.methods:
         one = curves["plain" if method == "plain" else "ng", 1]
         targets = [(2, one[-1][2] - d, f"acc {one[-1][2] - d:.4f}") for d in (0.0, 0.005, 0.01)]
         targets.append((1, one[-1][1], f"loglik {one[-1][1]:.4f}"))
-        ratio_lines(name, method, curves, targets, args.jobs)
+        ratios[method] = ratio_lines(name, method, curves, targets, args.jobs)
     for method in args.methods:
         print(f"P4 {name} {method:>9} wall s: " + "  ".join(f"N={j}: {walls[method, j]:.0f}" for j in args.jobs))
+    one_job = ng_vs_plain(name, curves, column=2)
+    if args.json:
+        write_json(args.json, f"{name}: {len(train_y)} training images in {args.archives} archives, "
+                   f"{args.epochs} epochs, model {dim}-{'-'.join(map(str, hidden))}-{classes}; {len(test_y)} test images",
+                   args, ratios, curves, walls, one_job, "final test acc")
 
 
 def ratio_lines(name, method, curves, targets, jobs_list):
     """Print, per target (column, value, label), samples N jobs needed / samples 1 job needed;
-    returns each N's worst ratio (None: some target never reached)."""
+    returns {"targets": {label: {N: ratio}}, "worst": {N: worst ratio}} (None: never reached)."""
     one = curves["plain" if method == "plain" else "ng", 1]
-    worst = {jobs: 0.0 for jobs in jobs_list}
+    worst, table = {jobs: 0.0 for jobs in jobs_list}, {}
     for column, target, what in targets:
         n1 = samples_to_reach(one, column, target)
-        cells = []
+        cells, table[what] = [], {}
         for jobs in jobs_list:
             c = curves[method, jobs]
             n = samples_to_reach(c, column, target)
+            table[what][jobs] = n / n1 if n else None
             cells.append(f"N={jobs}: {n / n1:.2f}" if n else f"N={jobs}: - ({c[-1][column]:.4f})")
             if worst[jobs] is not None:
                 worst[jobs] = max(worst[jobs], n / n1) if n else None
         print(f"P4 {name} {method:>9} {what:<14} 1 job {n1:>8}: " + "  ".join(cells), flush=True)
-    return worst
+    return {"targets": table, "worst": worst}
+
+
+def ng_vs_plain(name, curves, column):
+    """NG-SGD against plain SGD in one job: the samples each needs to reach plain SGD's final value."""
+    if ("plain", 1) not in curves or ("ng", 1) not in curves:
+        return None
+    target = curves["plain", 1][-1][column]
+    n_plain, n_ng = samples_to_reach(curves["plain", 1], column, target), samples_to_reach(curves["ng", 1], column, target)
+    result = {"target": target, "plain_samples": n_plain, "ng_samples": n_ng,
+              "plain_final": target, "ng_final": curves["ng", 1][-1][column]}
+    print(f"NG vs plain SGD, 1 job, {name}: plain SGD's final {target:.4f} reached by NG after "
+          f"{n_ng if n_ng else 'never'} samples, by plain SGD after {n_plain}"
+          + (f" ({n_plain / n_ng:.2f}x fewer with NG)" if n_ng else "")
+          + f"; NG ends at {result['ng_final']:.4f}", flush=True)
+    return result
+
+
+def write_json(path, data, args, ratios, curves, walls, one_job, final_what, wers=None):
+    """The figures benchmarks/seeds.py reads: ratios per arm, final values, wall times, NG vs plain
+    (and WER at LMWT 10 per arm, where decoded)."""
+    column = 2
+    out = {"data": data, "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+           "final_what": final_what, "ng_vs_plain": one_job, "arms": {}}
+    for method in args.methods:
+        out["arms"][method] = {"ratios": ratios[method]["targets"], "worst": ratios[method]["worst"],
+                               "final": {j: curves[method, j][-1][column] for j in args.jobs},
+                               "wall": {j: walls[method, j] for j in args.jobs}}
+        if wers:
+            out["arms"][method]["wer"] = {j: wers[method, j][0] for j in args.jobs}
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
 
 
 def main():
@@ -162,6 +203,7 @@ def main():
     p.add_argument("--outer-learning-rate", type=float, default=None, help="bmuf/nesterov block learning rate")
     p.add_argument("--fashion-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--fashion-train", type=int, default=60000, help="training images used (of 60000)")
+    p.add_argument("--json", help="also write the figures here (for benchmarks/seeds.py)")
     args = p.parse_args()
     args.jobs = [int(j) for j in args.jobs.split(",")]
     args.methods = args.methods.split(",")

@@ -10,6 +10,9 @@ What is measured, in wall-clock seconds on this machine:
 - partitioned, sequential: stages 0-1 again with --parallel false (one job at a time) in another
   dir. Same seeds, so the same sub-models (the largest difference is printed); the merge and
   full-model phase of the parallel run is added to it rather than run twice.
+- the merge noise: each further --noise-fractions value merges the parallel run's sub-models again
+  with that noise (stages 2-3 in another dir) and trains the merged model the same way; its row
+  counts the same sub-model phase.
 Time to target = sub-model phase + merge + full-model training up to its first model whose test
 accuracy reaches the target. Test accuracies (10k images) are computed afterwards, outside the
 timed runs, from the models the drivers keep (--cleanup false). Every job is one process with one
@@ -22,6 +25,7 @@ printed beside the exact target.
 
 Usage: python benchmarks/partition.py [--model mlp4] [--ks 2,4] [--work /tmp/partition-bench]
            [--idx-dir /usr/share/datasets/fashion-mnist] [--skip-sequential] [--reuse-baseline]
+           [--noise-fractions 0.02,0] [--json FILE]
 """
 import argparse
 import json
@@ -65,6 +69,9 @@ def get_args():
     a("--also-baseline-jobs", type=int, default=2, help="a second baseline with this many jobs (0: none)")
     a("--skip-sequential", action="store_true")
     a("--reuse-baseline", action="store_true", help="reuse the baseline runs (and their timings) in --work")
+    a("--noise-fractions", default="0.02", help="merge noise of the partitioned runs; values after the first "
+                                              "are extra rows on the same sub-models")
+    a("--json", help="also write the table here (for benchmarks/seeds.py)")
     return p.parse_args()
 
 
@@ -119,6 +126,7 @@ def main():
     config = RECIPE / "conf" / f"{args.model}.yaml"
     steps = Path(args.steps)
     lo, hi = args.lrate.split(",")
+    noises = [float(x) for x in args.noise_fractions.split(",")]
     full_lo, full_hi = args.full_lrate.split(",")
     if not (data / "test" / "feats.scp").exists():
         say("preparing data")
@@ -159,15 +167,30 @@ def main():
                 "--trainer.optimization.final-effective-lrate", full_hi,
                 "--trainer.optimization.num-jobs-initial", args.baseline_jobs,
                 "--trainer.optimization.num-jobs-final", args.baseline_jobs, *common, "--train-opts", "--cleanup false"]
+        noise = ["--noise-fraction", noises[0]]
         exp = work / f"{args.model}.part{k}"
         shutil.rmtree(exp, ignore_errors=True)
         say(f"k={k}: sub-models in parallel")
-        sub_par = sh([steps / "train_partitioned.py", "--stop-stage", 1, *opts, config, egs, exp], work / f"{exp.name}.subs.log")
+        sub_par = sh([steps / "train_partitioned.py", "--stop-stage", 1, *opts, *noise, config, egs, exp],
+                     work / f"{exp.name}.subs.log")
         say(f"k={k}: merge and full model")
         start = time.time()
-        rest = sh([steps / "train_partitioned.py", "--stage", 2, *opts, config, egs, exp], work / f"{exp.name}.full.log")
+        rest = sh([steps / "train_partitioned.py", "--stage", 2, *opts, *noise, config, egs, exp],
+                  work / f"{exp.name}.full.log")
         par = Run(f"k={k} parallel", exp, start, rest, test, sub=sub_par)
         rows.append(par)
+        for other in noises[1:]:
+            remerged = work / f"{exp.name}.noise{other:g}"
+            shutil.rmtree(remerged, ignore_errors=True)
+            shutil.copytree(exp / "split", remerged / "split")
+            for j in range(1, k + 1):
+                (remerged / f"sub.{j}").mkdir()
+                shutil.copy(exp / f"sub.{j}" / "final.mdl", remerged / f"sub.{j}" / "final.mdl")
+            say(f"k={k}: merge with noise {other:g} and full model")
+            start_other = time.time()
+            wall = sh([steps / "train_partitioned.py", "--stage", 2, *opts, "--noise-fraction", other, config, egs,
+                       remerged], work / f"{remerged.name}.full.log")
+            rows.append(Run(f"k={k} par., noise {other:g}", remerged, start_other, wall, test, sub=sub_par))
         subs = [test.accuracy(exp / f"sub.{j}" / "final.mdl") for j in range(1, k + 1)]
         sizes = [partition.num_parameters(model_io.load(exp / "split" / f"sub.{j}.mdl")) for j in range(1, k + 1)]
         notes.append(f"k={k}: sub-model parameters {sizes}; their test accuracy {', '.join(f'{a:.2f}' for a in subs)}; "
@@ -193,7 +216,7 @@ def main():
     print(f"settings: {args.samples_per_iter} egs/archive, minibatch {args.minibatch}, effective lrate {args.lrate} for the "
           f"baseline ({args.base_epochs} epochs) and the sub-models ({args.sub_epochs} epochs, one job each, all data), "
           f"{args.full_lrate} for the merged model ({args.full_epochs} epochs); {args.baseline_jobs} job(s) per iteration; "
-          f"merge noise 0.02, output scale 1/k")
+          f"merge noise {noises[0]:g}, output scale 1/k")
     print(f"target = the baseline's final test accuracy, {target:.2f}%; speed-up = baseline's time to it / row's time to it\n")
     print(f"{'':20} {'sub-models':>10} {'to target':>11} {'speed-up':>8} {f'to -{TOLERANCE}':>11} {'speed-up':>8} "
           f"{'total':>8} {'final acc':>9} {'diff':>6}")
@@ -204,6 +227,15 @@ def main():
               f"{seconds(tol):>11} {ratio(base_tol, tol):>8} {row.total:6.1f} s {row.final:8.2f}% {row.final - target:+6.2f}")
     for note in notes:
         print(note)
+    if args.json:
+        table = {"model": args.model, "parameters": partition.num_parameters(Nnet(config_mod.load(config))),
+                 "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
+                 "target": target, "tolerance": TOLERANCE, "load": os.getloadavg()[0],
+                 "rows": [{"name": row.name, "sub_seconds": row.sub, "to_target": row.time_to(target),
+                           "to_tolerance": row.time_to(target - TOLERANCE), "total": row.total, "final": row.final}
+                          for row in rows]}
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
 
 
 def seconds(value):

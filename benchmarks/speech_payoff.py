@@ -38,7 +38,7 @@ import time
 import torch
 import yaml
 
-from ng_averaging import METHODS, ratio_lines, train
+from ng_averaging import METHODS, ng_vs_plain, ratio_lines, train, write_json
 from nnet_tools.data.egs import read_info
 from nnet_tools.log import logger
 from nnet_tools.model import config
@@ -117,6 +117,7 @@ def main():
     p.add_argument("--decode", action="store_true", help="decode every arm's final model on the recipe's test set")
     p.add_argument("--nj", type=int, default=2, help="decoding jobs")
     p.add_argument("--plots", metavar="OUTDIR", help="nnet-report's plots of every arm against frames trained on")
+    p.add_argument("--json", help="also write the figures here (for benchmarks/seeds.py)")
     args = p.parse_args()
     args.jobs = [int(j) for j in args.jobs.split(",")]
     args.methods = args.methods.split(",")
@@ -152,13 +153,13 @@ def main():
                 table["bmuf", 1] = table["ng", 1]
 
     print("\nP4 speech: frames N jobs need / frames 1 job needs ('-' = never reached, with the value it ended at)")
-    worst = {}
+    ratios = {}
     for method in args.methods:
         one = curves["plain" if method == "plain" else "ng", 1]
         start, end = one[0][2], one[-1][2]
         targets = [(2, start + f * (end - start), f"acc {start + f * (end - start):.4f} ({f:.0%} of gain)")
                    for f in (0.5, 0.8, 0.95, 1.0)]
-        worst[method] = ratio_lines("speech", method, curves, targets, args.jobs)
+        ratios[method] = ratio_lines("speech", method, curves, targets, args.jobs)
         if args.decode:
             base = wers["plain" if method == "plain" else "ng", 1][0]
             print(f"P4 speech {method:>9} final WER (LMWT 10, WIP 0), 1 job {base:.2f}: "
@@ -167,10 +168,15 @@ def main():
     if args.plots:
         drawn = plots.write_plots(args.plots, list(dict.fromkeys(exps.values())), x_axis="samples")
         print(f"\nWrote {len(drawn)} plots and {args.plots}/index.html (x: frames trained on)")
+    one_job = ng_vs_plain("speech", curves, column=2)
+    if args.json:
+        write_json(args.json, f"spoken_digits {os.path.basename(args.recipe)}: {frames} training frames in {archives} "
+                   f"archives, {args.epochs} epoch(s); valid_diagnostic.egs held out", args, ratios, curves, walls,
+                   one_job, "final valid frame acc", wers)
     print()
     for method in args.methods:
         for jobs in args.jobs[1:]:
-            r = worst[method][jobs]
+            r = ratios[method]["worst"][jobs]
             print(f"P4 speech N={jobs} {method}: worst samples ratio {'never' if r is None else f'{r:.2f}'}")
 
 

@@ -99,6 +99,31 @@ def test_bmuf_runs_outer_step_with_state_and_resume_needs_it(tmp_path, egs_info)
         outer_loop.OuterLoop(loop.opts, str(egs_info), str(exp), rec).run(stage=3)
 
 
+def test_bmuf_is_the_default_and_one_job_runs_average_as_kaldi(tmp_path, egs_info):
+    _, rec = drive(tmp_path / "ramp", egs_info, lambda it, j: -1.0)
+    assert rec.command("outer.1.log")[:2] == ["nnet-outer-step", "--method=bmuf"]
+    # one job every iteration: bmuf's momentum 1 - 1/1 = 0 makes its step the average itself
+    _, rec = drive(tmp_path / "one", egs_info, lambda it, j: -1.0, jobs_initial=1, jobs_final=1, cleanup=False)
+    assert not [name for name, _ in rec.commands if name.startswith("outer.")]
+    assert not list((tmp_path / "one" / "exp").glob("*.outer"))
+    # ... but not with a momentum or rate of the user's
+    _, rec = drive(tmp_path / "lr", egs_info, lambda it, j: -1.0, jobs_initial=1, jobs_final=1,
+                   outer_learning_rate=0.5)
+    assert rec.command("outer.1.log")[:2] == ["nnet-outer-step", "--method=bmuf"]
+
+
+def test_outer_states_are_kept_and_removed_with_their_models(tmp_path, egs_info):
+    """--stage I needs I.mdl and I.outer: a state goes only when cleanup removes its model."""
+    loop, _ = drive(tmp_path / "kept", egs_info, lambda it, j: -1.0, cleanup=False)
+    exp = tmp_path / "kept" / "exp"
+    assert sorted(int(p.stem) for p in exp.glob("*.outer")) == list(range(2, loop.num_iters + 1))
+    loop, _ = drive(tmp_path / "clean", egs_info, lambda it, j: -1.0, cleanup=True)
+    exp = tmp_path / "clean" / "exp"
+    models = {int(p.stem) for p in exp.glob("*.mdl") if p.stem.isdigit()}
+    states = {int(p.stem) for p in exp.glob("*.outer")}
+    assert states and states == {i for i in models if i >= 2} and len(states) < loop.num_iters - 1
+
+
 def tiny_problem(seed=0):
     torch.manual_seed(seed)
     cfg = config.normalize(config.yaml_load(SMALL_CONFIG))
@@ -395,9 +420,10 @@ def test_starting_over_removes_the_earlier_runs_later_models(tmp_path, egs_info,
     with pytest.raises(NnetError, match="iteration 2: only 0/"):
         drive(tmp_path, egs_info, lambda it, j: -1.0, stage=-1, cleanup=False,
               fails=lambda it, j, attempt: "killed\n" if it == 2 else None)
-    assert ("removed 12 later models and outer states of an earlier run (0.mdl, 1.mdl, 2.mdl, ...)"
-            in capsys.readouterr().out)  # 0..8.mdl, 9.3.mdl, final.mdl and accuracy.report
-    assert sorted(n for n in os.listdir(exp) if resume.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl"]
+    assert ("removed 19 later models and outer states of an earlier run (0.mdl, 1.mdl, 2.mdl, ...)"
+            in capsys.readouterr().out)  # 0..8.mdl, 9.3.mdl, final.mdl, accuracy.report and bmuf's 2..8.outer
+    assert sorted(n for n in os.listdir(exp) if resume.MODEL_RE.fullmatch(n)) == ["0.mdl", "1.mdl", "2.mdl",
+                                                                                  "2.outer"]  # from iteration 1
     assert not (exp / "final.mdl").exists() and not (exp / "accuracy.report").exists()
     # The earlier run's logs of what was removed went with it: nnet-report showed its figures.
     logs = os.listdir(exp / "log")

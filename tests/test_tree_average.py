@@ -46,13 +46,14 @@ def test_driver_averages_in_groups_beyond_the_fanin_and_flat_below(tmp_path, egs
     for it, jobs, _, _ in loop.plan[1:]:
         by_jobs.setdefault(jobs, it)
     flat, tree = by_jobs[2], by_jobs[4]
-    assert rec.command(f"average.{flat}.log")[1:] == [f"{exp}/{flat + 1}.1.mdl", f"{exp}/{flat + 1}.mdl"]
+    # the average goes to N.avg.mdl, for the outer step (bmuf, the default) to make N.mdl of
+    assert rec.command(f"average.{flat}.log")[1:] == [f"{exp}/{flat + 1}.1.mdl", f"{exp}/{flat + 1}.avg.mdl"]
     stage = f"{exp}/average.{tree}"
     assert rec.command(f"average.{tree}.JOB.log") == ["nnet-average-models", f"{stage}/JOB/*.mdl", f"{stage}/JOB.mdl"]
     assert rec.arrays[f"average.{tree}.JOB.log"] == 2
     assert rec.groups[f"average.{tree}.JOB.log"] == [[f"{tree + 1}.1.mdl", f"{tree + 1}.3.mdl"], [f"{tree + 1}.4.mdl"]]
     assert rec.command(f"average.{tree}.log") == ["nnet-average-models", f"--weights={2 / 3!r}:{1 / 3!r}",
-                                                  f"{stage}/1.mdl", f"{stage}/2.mdl", f"{exp}/{tree + 1}.mdl"]
+                                                  f"{stage}/1.mdl", f"{stage}/2.mdl", f"{exp}/{tree + 1}.avg.mdl"]
     assert not os.path.exists(stage) and not list(exp.glob("*.*.mdl"))
     assert (exp / "final.mdl").exists()
 

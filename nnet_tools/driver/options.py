@@ -68,7 +68,9 @@ class TrainerOptions:
     averaging_fanin: int = _opt("--trainer.averaging-fanin", 0, "models per averaging job: with more jobs than "
                                 "this, average them in ceil(jobs/K) groups at once, then the groups' averages "
                                 "(weighted by size: the same average); 0 = one job averages all, as Kaldi")
-    outer_method: str = _opt("--trainer.outer.method", "average", "what becomes of the averaged model: "
+    # bmuf, not Kaldi's plain average: at N >= 4 it came closest to one job's samples on Fashion-MNIST
+    # and on speech frames (docs/results.md, "How many jobs"); with one job its momentum is 0.
+    outer_method: str = _opt("--trainer.outer.method", "bmuf", "what becomes of the averaged model: "
                              "average (Kaldi), bmuf (block momentum), nesterov (DiLoCo's outer Nesterov SGD)",
                              choices=["average", "bmuf", "nesterov"])
     outer_momentum: float = _opt("--trainer.outer.momentum", None,

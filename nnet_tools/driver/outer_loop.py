@@ -59,6 +59,10 @@ class OuterLoop:
         self.expanded = self.num_archives * self.frames_per_eg
         self.combine_set = schedule.combine_iters(self.num_iters, self.expanded, opts.jobs_final,
                                                   opts.max_models_combine)
+        self.outer_method = opts.outer_method
+        if (opts.outer_method == "bmuf" and opts.jobs_initial == opts.jobs_final == 1
+                and opts.outer_momentum in (None, 0) and opts.outer_learning_rate in (None, 1)):
+            self.outer_method = "average"   # bmuf's step on one job's model is that model: Kaldi's loop
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -163,7 +167,7 @@ class OuterLoop:
     # -- the stages' parts -----------------------------------------------------------------------
     def resumable(self, it):
         """Whether iteration ``it`` can start from what the dir holds (its outer optimizer's state)."""
-        return it < 2 or self.opts.outer_method == "average" or os.path.exists(self.path(f"{it}.outer"))
+        return it < 2 or self.outer_method == "average" or os.path.exists(self.path(f"{it}.outer"))
 
     def write_srand(self):
         srand_file = self.path("srand")
@@ -253,7 +257,7 @@ class OuterLoop:
 
     def average(self, models, it, jobs):
         """The chosen jobs' models averaged into IT+1.mdl, through the outer optimizer if any."""
-        if self.opts.outer_method == "average":
+        if self.outer_method == "average":
             self.average_models(models, it, self.mdl(it + 1))
             return
         averaged = self.path(f"{it + 1}.avg.mdl")
@@ -286,19 +290,21 @@ class OuterLoop:
         self.diagnostics(final, "final")
 
     def cleanup_during(self, it):
-        old = it - 1  # the outer state of iteration it-1 is not needed once it+1's exists
-        if old >= 1 and os.path.exists(self.path(f"{old}.outer")):
-            os.remove(self.path(f"{old}.outer"))
+        # A model's outer-optimizer state goes with it: --stage I needs both I.mdl and I.outer.
         if self.opts.cleanup and it >= 2 and removable(it - 2, self.opts.preserve_interval, self.combine_set):
-            if os.path.exists(self.mdl(it - 2)):
-                os.remove(self.mdl(it - 2))
+            self.remove_iteration(it - 2)
 
     def cleanup_after(self):
         if not self.opts.cleanup:
             return
         for i in range(self.num_iters):
-            if i % self.opts.preserve_interval and os.path.exists(self.mdl(i)):
-                os.remove(self.mdl(i))
+            if i % self.opts.preserve_interval:
+                self.remove_iteration(i)
+
+    def remove_iteration(self, i):
+        for path in (self.mdl(i), self.path(f"{i}.outer")):
+            if os.path.exists(path):
+                os.remove(path)
 
 
 def format_duration(seconds):
