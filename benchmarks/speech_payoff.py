@@ -157,8 +157,9 @@ def main():
     for method in args.methods:
         one = curves["plain" if method == "plain" else "ng", 1]
         start, end = one[0][2], one[-1][2]
-        targets = [(2, start + f * (end - start), f"acc {start + f * (end - start):.4f} ({f:.0%} of gain)")
-                   for f in (0.5, 0.8, 0.95, 1.0)]
+        # the final value itself, not start + 1.0 * (end - start), which rounds above it half the time
+        values = [(f, end if f == 1.0 else start + f * (end - start)) for f in (0.5, 0.8, 0.95, 1.0)]
+        targets = [(2, value, f"acc {value:.4f} ({f:.0%} of gain)") for f, value in values]
         ratios[method] = ratio_lines("speech", method, curves, targets, args.jobs)
         if args.decode:
             base = wers["plain" if method == "plain" else "ng", 1][0]
