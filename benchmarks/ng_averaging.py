@@ -186,29 +186,40 @@ def write_json(path, data, args, ratios, curves, walls, one_job, final_what, wer
         json.dump(out, f, indent=1)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", choices=["fashion", "digits"], default="fashion")
-    p.add_argument("--epochs", type=float, default=6)
+def arm_arguments(p, epochs, minibatch, minibatch_help=None):
+    """The options of the arms (methods x N jobs) and their training, shared with speech_payoff.py."""
+    p.add_argument("--epochs", type=float, default=epochs)
     p.add_argument("--jobs", default="1,2,4,8")
     p.add_argument("--methods", default="plain,ng,bmuf,nesterov")
-    # Kaldi scatters egs to archives at random: digits' 1137 in 16 would leave some archive short of
-    # a 64-eg minibatch, and a job with no minibatch fails (as nnet3-train does).
-    p.add_argument("--archives", type=int, default=None, help="default: 16 for fashion, 8 for digits")
-    p.add_argument("--points", type=int, default=48, help="test-set scorings per run (plus the final model)")
     p.add_argument("--initial-lrate", type=float, default=0.003)
     p.add_argument("--final-lrate", type=float, default=0.0003)
-    p.add_argument("--minibatch", default="64")
+    p.add_argument("--minibatch", default=minibatch, help=minibatch_help)
     p.add_argument("--outer-momentum", type=float, default=None, help="bmuf/nesterov momentum (default: theirs)")
     p.add_argument("--outer-learning-rate", type=float, default=None, help="bmuf/nesterov block learning rate")
-    p.add_argument("--fashion-dir", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--fashion-train", type=int, default=60000, help="training images used (of 60000)")
     p.add_argument("--json", help="also write the figures here (for benchmarks/seeds.py)")
+
+
+def parse_arms(p):
+    """Parse; --jobs and --methods as lists, checked."""
     args = p.parse_args()
     args.jobs = [int(j) for j in args.jobs.split(",")]
     args.methods = args.methods.split(",")
     if args.jobs[0] != 1 or ("ng" not in args.methods and set(args.methods) - {"plain"}):
         p.error("--jobs must start with 1, and NG variants need 'ng' in --methods (their 1-job reference)")
+    return args
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", choices=["fashion", "digits"], default="fashion")
+    arm_arguments(p, epochs=6, minibatch="64")
+    # Kaldi scatters egs to archives at random: digits' 1137 in 16 would leave some archive short of
+    # a 64-eg minibatch, and a job with no minibatch fails (as nnet3-train does).
+    p.add_argument("--archives", type=int, default=None, help="default: 16 for fashion, 8 for digits")
+    p.add_argument("--points", type=int, default=48, help="test-set scorings per run (plus the final model)")
+    p.add_argument("--fashion-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--fashion-train", type=int, default=60000, help="training images used (of 60000)")
+    args = parse_arms(p)
     logger.setLevel(logging.WARNING)
     torch.set_num_threads(1)
     if args.archives is None:

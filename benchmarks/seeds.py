@@ -25,6 +25,8 @@ import shlex
 import subprocess
 import sys
 
+from nnet_tools import fileio
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "docs", "results.md")
 BEGIN, END = "<!-- seeds.py: begin -->", "<!-- seeds.py: end -->"
@@ -184,10 +186,7 @@ def store(text, path=RESULTS):
         doc = doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
     else:
         doc = doc.rstrip("\n") + "\n\n## Every seed claim (issue 32)\n\n" + block + "\n"
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(doc)
-    os.replace(tmp, path)
+    fileio.write_text(path, doc)
 
 
 def stored(path=RESULTS):

@@ -38,7 +38,7 @@ import time
 import torch
 import yaml
 
-from ng_averaging import METHODS, ng_vs_plain, ratio_lines, train, write_json
+from ng_averaging import METHODS, arm_arguments, ng_vs_plain, parse_arms, ratio_lines, train, write_json
 from nnet_tools.data.egs import read_info
 from nnet_tools.log import logger
 from nnet_tools.model import config
@@ -106,23 +106,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="a spoken_digits recipe dir run through stage 6 (exp/egs, exp/model.yaml)")
     p.add_argument("out", help="the arms' exp dirs go here (kept: rerunning reuses finished arms)")
-    p.add_argument("--epochs", type=float, default=1.0, help="the recipe's (run.sh --num-epochs 1)")
-    p.add_argument("--jobs", default="1,2,4,8")
-    p.add_argument("--methods", default="plain,ng,bmuf,nesterov")
-    p.add_argument("--initial-lrate", type=float, default=0.003)
-    p.add_argument("--final-lrate", type=float, default=0.0003)
-    p.add_argument("--minibatch", default="32,16", help="in egs of 8 frames (the recipe's)")
-    p.add_argument("--outer-momentum", type=float, default=None, help="bmuf/nesterov momentum (default: theirs)")
-    p.add_argument("--outer-learning-rate", type=float, default=None, help="bmuf/nesterov block learning rate")
+    arm_arguments(p, epochs=1.0, minibatch="32,16", minibatch_help="in egs of 8 frames (the recipe's)")
     p.add_argument("--decode", action="store_true", help="decode every arm's final model on the recipe's test set")
     p.add_argument("--nj", type=int, default=2, help="decoding jobs")
     p.add_argument("--plots", metavar="OUTDIR", help="nnet-report's plots of every arm against frames trained on")
-    p.add_argument("--json", help="also write the figures here (for benchmarks/seeds.py)")
-    args = p.parse_args()
-    args.jobs = [int(j) for j in args.jobs.split(",")]
-    args.methods = args.methods.split(",")
-    if args.jobs[0] != 1 or ("ng" not in args.methods and set(args.methods) - {"plain"}):
-        p.error("--jobs must start with 1, and NG variants need 'ng' in --methods (their 1-job reference)")
+    args = parse_arms(p)
     args.recipe, args.out = os.path.abspath(args.recipe), os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     logger.setLevel(logging.WARNING)
