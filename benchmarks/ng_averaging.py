@@ -35,6 +35,7 @@ import time
 import numpy as np
 import torch
 
+from nnet_tools import fileio
 from nnet_tools.data import get_egs
 from nnet_tools.data.images import load_idx_set, write_data_dir
 from nnet_tools.log import logger
@@ -170,9 +171,10 @@ def ng_vs_plain(name, curves, column):
     return result
 
 
-def write_json(path, data, args, ratios, curves, walls, one_job, final_what, wers=None):
+def write_json(path, data, args, ratios, curves, walls, one_job, final_what, wers=None, tuning=None):
     """The figures benchmarks/seeds.py reads: ratios per arm, final values, wall times, NG vs plain
-    (and WER at LMWT 10 per arm, where decoded)."""
+    (and WER at LMWT 10 per arm, where decoded; the learning-rate factor chosen and what each reached,
+    where tuned)."""
     column = 2
     out = {"data": data, "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
            "final_what": final_what, "ng_vs_plain": one_job, "arms": {}}
@@ -182,8 +184,9 @@ def write_json(path, data, args, ratios, curves, walls, one_job, final_what, wer
                                "wall": {j: walls[method, j] for j in args.jobs}}
         if wers:
             out["arms"][method]["wer"] = {j: wers[method, j][0] for j in args.jobs}
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
+        if tuning:
+            out["arms"][method]["tuning"] = {j: tuning[method, j] for j in args.jobs}
+    fileio.write_text(path, json.dumps(out, indent=1))
 
 
 def arm_arguments(p, epochs, minibatch, minibatch_help=None):

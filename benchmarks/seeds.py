@@ -9,11 +9,13 @@ Each piece is one benchmark's --json output in --work, made by the benchmark tha
 one that is there is reused (remove it to measure again), so a run can be stopped and rerun:
   fashion.json   ng_averaging.py: P4 on full Fashion-MNIST, plain SGD and NG arms, N = 1, 2, 4, 8
   speech.json    recipe_scale.sh (spoken_digits, 10000 utterances, 64 archives), then
-                 speech_payoff.py --decode: P4 on 2.2M speech frames, the same arms
+                 speech_payoff.py --decode --lrate-factors 0.5,1,2: P4 on 2.2M speech frames, the
+                 same arms, each at the best of three learning rates
   mlp3.json      partition.py --model mlp3 --ks 2 --noise-fractions 0.02,0 (full Fashion-MNIST)
   mlp4.json      the same for mlp4 (about 2.1M parameters)
 The partition pieces run first: their timings want an otherwise idle machine. A piece may also
 be written by hand from a recorded run (its "source" says so, and the data column shows it).
+--only speech measures that piece alone; the other pieces keep their rows of the stored table.
 The table goes into docs/results.md between the two seeds.py markers (made at the end of the
 file if missing); its last lines are issue 32's "P4 speech N=<n> <arm>: worst samples ratio <r>",
 one per N > 1 and arm.
@@ -41,7 +43,7 @@ def pieces(work):
     speech = [[os.path.join(bench, "recipe_scale.sh"), "--sizes", "10000", "--cmd", "nnet-queue local", "--nj", "2",
                "--recipe-opts", "--stop-stage 6 --min-archives 64", work],
               ["python3", os.path.join(bench, "speech_payoff.py"), "--decode", "--plots", os.path.join(work, "plots"),
-               recipe, os.path.join(work, "payoff")]]
+               "--lrate-factors", "0.5,1,2", recipe, os.path.join(work, "payoff")]]
 
     def partition(model):
         return [["python3", os.path.join(bench, "partition.py"), "--model", model, "--ks", "2",
@@ -51,11 +53,13 @@ def pieces(work):
             "fashion": [["python3", os.path.join(bench, "ng_averaging.py")]], "speech": speech}
 
 
-def measure(work):
-    """Each piece's figures, running the benchmarks for those not in work."""
+def measure(work, names):
+    """Each named piece's figures, running the benchmarks for those not in work."""
     os.makedirs(work, exist_ok=True)
     figures = {}
     for name, commands in pieces(work).items():
+        if name not in names:
+            continue
         path = os.path.join(work, f"{name}.json")
         if os.path.exists(path):
             print(f"seeds.py: {name}: reusing {path}", file=sys.stderr, flush=True)
@@ -95,6 +99,10 @@ def averaging_cell(piece, jobs):
             f"final {a['final'][jobs]:.4f} vs 1 job {one:.4f}")
     if "wer" in a:
         text += f"; WER {a['wer'][jobs]:.2f} vs {piece['arms']['ng']['wer']['1']:.2f}"
+    if "tuning" in a:
+        tried = "/".join(f"{float(f):g}" for f in a["tuning"][jobs]["final"])
+        text += (f"; learning rate tuned over x{tried}: x{a['tuning'][jobs]['chosen']:g} "
+                 f"(1 job x{piece['arms']['ng']['tuning']['1']['chosen']:g})")
     return text
 
 
@@ -128,52 +136,57 @@ def partition_rows(piece):
     return cell
 
 
-def table(figures, command_of):
-    fashion, speech = figures.get("fashion"), figures.get("speech")
+def table(figures, command_of, kept=""):
+    """The table of the pieces in figures; a piece figures lacks keeps its rows (and P4 lines) from kept,
+    an earlier table, matched by claim and command."""
+    earlier = {(row[0], row[-1]): row for row in (line[2:-2].split(" | ") for line in kept.splitlines()
+                                                  if line.startswith("| ") and not line.startswith("| claim |"))}
     rows = []  # (claim, paper, ours, data, command)
-    for name, piece in (("speech", speech), ("fashion", fashion)):
+
+    def add(name, claim, paper, ours, data=data_cell):
+        """ours and data: functions of the piece's figures."""
+        piece = figures.get(name)
         if piece:
-            rows.append(("NG vs plain SGD, one job", "Povey et al. 2014: NG-SGD speeds up one job too (no figure "
-                         "retrieved)", ng_vs_plain_cell(piece), data_cell(piece), command_of(name)))
+            rows.append((claim, paper, ours(piece), data(piece), command_of(name)))
+        elif (claim, command_of(name)) in earlier:
+            rows.append(earlier[claim, command_of(name)])
+
+    for name in ("speech", "fashion"):
+        add(name, "NG vs plain SGD, one job", "Povey et al. 2014: NG-SGD speeds up one job too (no figure "
+            "retrieved)", ng_vs_plain_cell)
     for jobs in ("4", "8"):
-        for name, piece in (("speech", speech), ("fashion", fashion)):
-            if piece:
-                rows.append((f"averaging payoff, N = {jobs}", "Povey et al.: near-linear speed-up up to a modest N; "
-                             "BMUF (Chen & Huo 2016): near-linear to 16-64 GPUs, no WER loss; goal: samples ratio "
-                             f"<= {1.25 if jobs == '4' else 1.5} at every target", averaging_cell(piece, jobs),
-                             data_cell(piece), command_of(name)))
-    for name, piece in (("speech", speech), ("fashion", fashion)):
-        if piece and "plain" in piece["arms"]:
-            rows.append(("NG is what makes averaging work", "Povey et al.: averaging alone 'does not work very "
-                         "well'; NG-SGD makes it work", "; ".join(ng_makes_averaging_work(piece, j) for j in ("4", "8")),
-                         data_cell(piece), command_of(name)))
+        for name in ("speech", "fashion"):
+            add(name, f"averaging payoff, N = {jobs}", "Povey et al.: near-linear speed-up up to a modest N; BMUF "
+                "(Chen & Huo 2016): near-linear to 16-64 GPUs, no WER loss; goal: samples ratio "
+                f"<= {1.25 if jobs == '4' else 1.5} at every target", lambda piece: averaging_cell(piece, jobs))
+    for name in ("speech", "fashion"):
+        if name not in figures or "plain" in figures[name]["arms"]:
+            add(name, "NG is what makes averaging work", "Povey et al.: averaging alone 'does not work very well'; "
+                "NG-SGD makes it work", lambda piece: "; ".join(ng_makes_averaging_work(piece, j) for j in ("4", "8")))
     for model in ("mlp3", "mlp4"):
-        piece = figures.get(model)
-        if not piece:
-            continue
-        cell = partition_rows(piece)
-        data = f"full Fashion-MNIST, {model} ({piece['parameters']} parameters), {piece['date']}"
-        rows.append((f"partition pre-training, k = 2, {model}, parallel", "Miranda & Von Zuben 2015: 2.1x and 3.3x "
-                     "in parallel (pairing with model and k unknown), no accuracy loss", cell("k=2 parallel"), data,
-                     command_of(model)))
-        rows.append((f"partition pre-training, k = 2, {model}, sequential", "the same: 1.45x with the sub-models "
-                     "one after another", cell("k=2 sequential"), data, command_of(model)))
-        rows.append((f"merge noise, k = 2, {model}", "the paper's choice: uniform noise of +-0.02 x max abs of "
-                     "each tensor (no figure for its effect)", f"noise 0.02: {cell('k=2 parallel')}; noise 0: "
-                     f"{cell('k=2 par., noise 0')}", data, command_of(model)))
+        data = lambda piece: f"full Fashion-MNIST, {model} ({piece['parameters']} parameters), {piece['date']}"
+        add(model, f"partition pre-training, k = 2, {model}, parallel", "Miranda & Von Zuben 2015: 2.1x and 3.3x "
+            "in parallel (pairing with model and k unknown), no accuracy loss",
+            lambda piece: partition_rows(piece)("k=2 parallel"), data)
+        add(model, f"partition pre-training, k = 2, {model}, sequential", "the same: 1.45x with the sub-models one "
+            "after another", lambda piece: partition_rows(piece)("k=2 sequential"), data)
+        add(model, f"merge noise, k = 2, {model}", "the paper's choice: uniform noise of +-0.02 x max abs of each "
+            "tensor (no figure for its effect)", lambda piece: f"noise 0.02: {partition_rows(piece)('k=2 parallel')}; "
+            f"noise 0: {partition_rows(piece)('k=2 par., noise 0')}", data)
     rows.append(("zeroed momenta at the merge", "the paper's choice: optimiser state reset when the merged model's "
-                 "training starts (no figure)", "not measured: momentum lives inside one training job here (Kaldi's "
-                 "design), so every job, the merged model's first included, starts from zero momentum; keeping "
-                 "the sub-models' momenta would need optimiser state in model files", "-", "-"))
+                 "training starts (no figure)", "not measured, nothing to zero: partition.py trains as Kaldi does, "
+                 "without momentum (--trainer.optimization.momentum 0, the default), and where momentum is set it "
+                 "lives inside one training job, so every job, the merged model's first included, starts from "
+                 "zero; keeping the sub-models' momenta would need optimiser state in model files", "-", "-"))
     lines = ["| claim | paper | ours | data | command |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+    speech = figures.get("speech")
+    p4 = [line for line in kept.splitlines() if line.startswith("P4 speech N=")]
     if speech:
-        lines += ["", "```"]
-        for arm in speech["arms"]:
-            for jobs, r in speech["arms"][arm]["worst"].items():
-                if jobs != "1":
-                    lines.append(f"P4 speech N={jobs} {arm}: worst samples ratio {ratio(r)}")
-        lines.append("```")
+        p4 = [f"P4 speech N={jobs} {arm}: worst samples ratio {ratio(r)}"
+              for arm in speech["arms"] for jobs, r in speech["arms"][arm]["worst"].items() if jobs != "1"]
+    if p4:
+        lines += ["", "```", *p4, "```"]
     return "\n".join(lines)
 
 
@@ -202,8 +215,16 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", default="/tmp/seeds", help="the pieces' JSON files, logs and experiment dirs")
     p.add_argument("--from-results", action="store_true", help="print the table stored in docs/results.md")
+    p.add_argument("--only", metavar="PIECES", help="measure only these (e.g. speech); the others keep their rows "
+                   "in the stored table")
     p.add_argument("--results", default=RESULTS, help=argparse.SUPPRESS)
     args = p.parse_args()
+    names = list(pieces("WORK"))
+    if args.only:
+        unknown = set(args.only.split(",")) - set(names)
+        if unknown:
+            p.error(f"--only: no piece {', '.join(sorted(unknown))} (the pieces: {', '.join(names)})")
+        names = args.only.split(",")
     if args.from_results:
         text = stored(args.results)
         if text is None:
@@ -211,11 +232,11 @@ def main():
         print(text)
         return
     work = os.path.abspath(args.work)
-    figures = measure(work)
+    figures = measure(work, names)
 
     def command_of(name):
         return "; ".join(shlex.join(c).replace(REPO + "/", "").replace(work, "WORK") for c in pieces(work)[name])
-    text = table(figures, command_of)
+    text = table(figures, command_of, (stored(args.results) or "") if args.only else "")
     print(text)
     store(text, args.results)
     print(f"\nseeds.py: stored in {args.results}", file=sys.stderr)

@@ -27,9 +27,16 @@ ends: an N-job arm cannot show a target before its first average (N archives), w
 recipe's test set (steps/decode.sh with its mono graph) and scored as Kaldi's (LMWT 7-17, WIP
 0/0.5/1). The last lines, one per arm, are "P4 speech N=<n> <method>: worst samples ratio <r>".
 Wall time: this process, one thread, jobs one after another (work, not a cluster's speed-up).
+
+Tuning (--lrate-factors 0.5,1,2): every arm is trained at each factor x the learning rates
+(OUT/<method>.<N>.lr<f>; factor 1 is OUT/<method>.<N>), and the one with the highest final valid
+accuracy stands for the arm, the 1-job runs that set the targets included; the tuning lines print
+what each factor reached. Only the chosen models are decoded.
 """
 import argparse
+import copy
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -39,6 +46,7 @@ import torch
 import yaml
 
 from ng_averaging import METHODS, arm_arguments, ng_vs_plain, parse_arms, ratio_lines, train, write_json
+from nnet_tools import fileio
 from nnet_tools.data.egs import read_info
 from nnet_tools.log import logger
 from nnet_tools.model import config
@@ -49,8 +57,7 @@ def write_config(path, source, ng):
     """The recipe's model config with natural-gradient set as the method needs."""
     cfg = config.yaml_load(open(source).read())
     cfg["natural-gradient"] = ng
-    with open(path, "w") as f:
-        yaml.safe_dump(cfg, f, sort_keys=False)
+    fileio.write_text(path, yaml.safe_dump(cfg, sort_keys=False))  # atomic: runs of other factors read it
 
 
 def logged_curve(exp):
@@ -87,6 +94,24 @@ def run_arm(args, exp, method, jobs):
     return wall
 
 
+def arm_dir(out, method, jobs, factor):
+    return os.path.join(out, f"{method}.{jobs}" + ("" if factor == 1 else f".lr{factor:g}"))
+
+
+def tune(args, method, jobs):
+    """Train the arm at each learning-rate factor; returns ({factor: (exp, wall, curve)}, the chosen factor):
+    the highest final valid accuracy, ties to the factor nearest 1."""
+    runs = {}
+    for factor in args.lrate_factors:
+        scaled = copy.copy(args)
+        scaled.initial_lrate, scaled.final_lrate = args.initial_lrate * factor, args.final_lrate * factor
+        exp = arm_dir(args.out, method, jobs, factor)
+        wall = run_arm(scaled, exp, method, jobs)
+        runs[factor] = exp, wall, logged_curve(exp)
+    chosen = max(runs, key=lambda f: (runs[f][2][-1][2], -abs(math.log(f))))
+    return runs, chosen
+
+
 def decode(args, exp):
     """The recipe's steps/decode.sh on exp/final.mdl; returns (WER at LMWT 10 and WIP 0, best line)."""
     out = os.path.join(exp, "decode_test")
@@ -110,7 +135,10 @@ def main():
     p.add_argument("--decode", action="store_true", help="decode every arm's final model on the recipe's test set")
     p.add_argument("--nj", type=int, default=2, help="decoding jobs")
     p.add_argument("--plots", metavar="OUTDIR", help="nnet-report's plots of every arm against frames trained on")
+    p.add_argument("--lrate-factors", default="1", help="the tuning pass: each arm at these multiples of the "
+                   "learning rates, the best final valid accuracy kept (e.g. 0.5,1,2)")
     args = parse_arms(p)
+    args.lrate_factors = [float(f) for f in args.lrate_factors.split(",")]
     args.recipe, args.out = os.path.abspath(args.recipe), os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     logger.setLevel(logging.WARNING)
@@ -119,16 +147,20 @@ def main():
     frames, archives = int(read_info(egs_dir, "num_frames")), int(read_info(egs_dir, "num_archives"))
     print(f"== speech: {egs_dir}: {frames} training frames in {archives} archives ({frames // archives} "
           f"frames per archive); {args.epochs} epochs, effective lrate {args.initial_lrate} -> {args.final_lrate} "
-          f"(per job x N), minibatch {args.minibatch} egs; held out: valid_diagnostic.egs", flush=True)
+          f"(per job x N), minibatch {args.minibatch} egs; held out: valid_diagnostic.egs; learning rates x "
+          f"{','.join(f'{f:g}' for f in args.lrate_factors)}", flush=True)
 
-    curves, walls, wers, exps = {}, {}, {}, {}
+    curves, walls, wers, exps, tuning = {}, {}, {}, {}, {}
     for method in args.methods:
         for jobs in args.jobs:
             if jobs == 1 and method == "bmuf":  # bmuf's default momentum 1 - 1/N is 0: plain averaging
                 continue
-            exp = exps[method, jobs] = os.path.join(args.out, f"{method}.{jobs}")
-            walls[method, jobs] = run_arm(args, exp, method, jobs)
-            curves[method, jobs] = curve = logged_curve(exp)
+            runs, chosen = tune(args, method, jobs)
+            exp, wall, curve = exps[method, jobs], walls[method, jobs], curves[method, jobs] = runs[chosen]
+            tuning[method, jobs] = {"chosen": chosen, "final": {f: run[2][-1][2] for f, run in runs.items()}}
+            if len(runs) > 1:
+                print(f"tuning {method:>9} x{jobs}: final valid acc " + "  ".join(
+                    f"lrate x{f:g} {run[2][-1][2]:.4f}" for f, run in runs.items()) + f" -> x{chosen:g}", flush=True)
             line = (f"{method:>9} x{jobs}: {walls[method, jobs]:6.0f} s, {curve[1][0]} frames per iteration, "
                     f"final valid acc {curve[-1][2]:.4f}, loglik {curve[-1][1]:.4f} after {curve[-1][0]} frames")
             if args.decode:
@@ -136,7 +168,7 @@ def main():
                 line += f"; WER {wers[method, jobs][0]:.2f} (LMWT 10, WIP 0), best {wers[method, jobs][1]}"
             print(line, flush=True)
     if "bmuf" in args.methods:
-        for table in (curves, walls, wers):
+        for table in (curves, walls, wers, tuning):
             if ("ng", 1) in table:
                 table["bmuf", 1] = table["ng", 1]
 
@@ -161,7 +193,7 @@ def main():
     if args.json:
         write_json(args.json, f"spoken_digits {os.path.basename(args.recipe)}: {frames} training frames in {archives} "
                    f"archives, {args.epochs} epoch(s); valid_diagnostic.egs held out", args, ratios, curves, walls,
-                   one_job, "final valid frame acc", wers)
+                   one_job, "final valid frame acc", wers, tuning)
     print()
     for method in args.methods:
         for jobs in args.jobs[1:]:

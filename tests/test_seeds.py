@@ -91,3 +91,29 @@ def test_the_stored_table_has_every_speech_line():
     for arm in ("plain", "ng", "bmuf", "nesterov"):
         for n in (2, 4, 8):
             assert any(line.startswith(f"P4 speech N={n} {arm}: worst samples ratio ") for line in r.stdout.splitlines())
+
+
+def test_only_remeasures_one_piece_and_keeps_the_others_rows(tmp_path):
+    write_pieces(tmp_path / "work")
+    results = tmp_path / "results.md"
+    results.write_text("# Results\n")
+    assert seeds("--work", tmp_path / "work", "--results", results).returncode == 0
+    before = seeds("--from-results", "--results", results).stdout.splitlines()
+    # a new speech piece, tuned, alone in a new work dir: its rows change, every other row stays
+    speech = json.loads((tmp_path / "work" / "speech.json").read_text())
+    speech["arms"]["bmuf"]["worst"]["4"] = 1.2
+    for arm in speech["arms"].values():
+        arm["tuning"] = {j: {"chosen": 0.5 if j == "4" else 1.0, "final": {"0.5": 0.9, "1.0": 0.89, "2.0": 0.88}}
+                         for j in ("1", "2", "4", "8")}
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "speech.json").write_text(json.dumps(speech))
+    r = seeds("--work", tmp_path / "new", "--only", "speech", "--results", results)
+    assert r.returncode == 0, r.stderr
+    after = seeds("--from-results", "--results", results).stdout.splitlines()
+    assert len(after) == len(before)
+    changed = [a for b, a in zip(before, after) if b != a]
+    assert len(changed) == 3 and all("speech frames" in row for row in changed[:2])
+    assert changed[0].startswith("| averaging payoff, N = 4 | ") and changed[1].startswith("| averaging payoff, N = 8 | ")
+    assert "learning rate tuned over x0.5/1/2: x0.5 (1 job x1)" in changed[0]
+    assert changed[2] == "P4 speech N=4 bmuf: worst samples ratio 1.20"
+    assert seeds("--work", tmp_path / "new", "--only", "speech,nope", "--results", results).returncode == 2
