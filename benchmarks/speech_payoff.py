@@ -156,12 +156,13 @@ def main():
             if jobs == 1 and method == "bmuf":  # bmuf's default momentum 1 - 1/N is 0: plain averaging
                 continue
             runs, chosen = tune(args, method, jobs)
-            exp, wall, curve = exps[method, jobs], walls[method, jobs], curves[method, jobs] = runs[chosen]
+            exp, wall, curve = runs[chosen]
+            exps[method, jobs], walls[method, jobs], curves[method, jobs] = exp, wall, curve
             tuning[method, jobs] = {"chosen": chosen, "final": {f: run[2][-1][2] for f, run in runs.items()}}
             if len(runs) > 1:
                 print(f"tuning {method:>9} x{jobs}: final valid acc " + "  ".join(
                     f"lrate x{f:g} {run[2][-1][2]:.4f}" for f, run in runs.items()) + f" -> x{chosen:g}", flush=True)
-            line = (f"{method:>9} x{jobs}: {walls[method, jobs]:6.0f} s, {curve[1][0]} frames per iteration, "
+            line = (f"{method:>9} x{jobs}: {wall:6.0f} s, {curve[1][0]} frames per iteration, "
                     f"final valid acc {curve[-1][2]:.4f}, loglik {curve[-1][1]:.4f} after {curve[-1][0]} frames")
             if args.decode:
                 wers[method, jobs] = decode(args, exp)
