@@ -37,6 +37,28 @@ def deferred_signals():
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
+@contextlib.contextmanager
+def handlers_after():
+    """Run Python's SIGINT/SIGTERM handlers only when the block is done, the signals themselves
+    not blocked (a command started inside still dies of them, an interrupted read still returns):
+    an exception raised by a handler inside a call into C++ can unwind through a noexcept frame
+    there, which aborts the process (SIGABRT, no message, temp files left)."""
+    came = []
+    try:
+        previous = {s: signal.signal(s, lambda signum, frame: came.append(signum))
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: handlers only ever run in the main thread anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(came):
+            signal.raise_signal(s)
+
+
 def _not_listening(signum, frame):
     pass
 

@@ -11,6 +11,7 @@ import sys
 from nnet_tools.cpp_stderr import CommandStderr, stderr_captured
 from nnet_tools.data.tables.specifiers import file_of, is_plain_file, why_unreadable
 from nnet_tools.errors import NnetError
+from nnet_tools.procs import handlers_after
 from nnet_tools.log import logger
 
 _LOG_HEADER = re.compile(r"kaldi_native_io/csrc/\S*:.*:\d+$")  # "<file>:<function>:<line>"
@@ -67,7 +68,7 @@ class Kaldi:
         if starts_command:
             self._command = CommandStderr()
         with stderr_captured(written, self._command if starts_command else None), \
-                _children_die_on_sigpipe() if starts_command else contextlib.nullcontext():
+                _children_die_on_sigpipe() if starts_command else contextlib.nullcontext(), handlers_after():
             try:
                 result = fn()
             except RuntimeError as e:
