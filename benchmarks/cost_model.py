@@ -225,7 +225,9 @@ def validation_dir(d, jobs, egs_per_job, diag_egs):
 def real_iteration(d, backend, jobs):
     """Wall time of iteration 1 as the driver runs it: diagnostics in the background, the jobs as
     one array through nnet-queue, selection, nnet-average-models."""
-    opts = options.TrainerOptions(cmd=f"nnet-queue {backend}", jobs_initial=jobs, jobs_final=jobs, num_epochs=2)
+    # The model's averaging is a $cmd job (a program start, then N model reads): run it so.
+    opts = options.TrainerOptions(cmd=f"nnet-queue {backend}", jobs_initial=jobs, jobs_final=jobs, num_epochs=2,
+                                  average_in_driver=False)
     loop = outer_loop.OuterLoop(opts, d, d)
     with open(f"{d}/driver.log", "w") as log, redirect_fd(2, log):   # nnet-queue echoes its command line
         t = time.perf_counter()

@@ -12,8 +12,16 @@ KALDI_PROB = re.compile(r"^LOG \(nnet3-compute-prob\[[^]]+\]:PrintTotalStats\(\)
                         r"Overall (log-likelihood|accuracy) for 'output' is -?[0-9.e-]+ per frame, over \d+ frames\.$", re.M)
 
 
+def recording_cmd(tmp_path):
+    """nnet-queue local behind a script that notes each command line it is given."""
+    script = tmp_path / "recording-queue"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/cmd.calls\nexec nnet-queue local "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
 def train(tmp_path, config, *extra):
-    return run("python3", DRIVER, "--cmd", "nnet-queue local", "--config", config, "--cleanup", "false",
+    return run("python3", DRIVER, "--cmd", recording_cmd(tmp_path), "--config", config, "--cleanup", "false",
                "--trainer.num-epochs", "3", "--trainer.optimization.num-jobs-initial", "2",
                "--trainer.optimization.num-jobs-final", "3", "--trainer.optimization.minibatch-size", "64",
                "--trainer.optimization.initial-effective-lrate", "0.003",
@@ -49,6 +57,20 @@ def test_layout_and_job_ramp(trained):
     assert re.search(rf"^{exp}: num-iters=4 nj=2..3 num-params=0.0M dim=6->4 combine=\S+ \(over \d\) "
                      rf"loglike:train/valid\[1,3,final\]=\(\S+\) accuracy:train/valid\[1,3,final\]=\(\S+\)$",
                      first.stdout, re.M)
+
+
+def test_the_driver_makes_each_next_model_itself_with_logs_as_through_cmd(trained):
+    """select, average and the outer step run in the driver (--trainer.average-in-driver): $cmd
+    never sees them, and their logs read as a task's."""
+    calls = (trained[0] / "cmd.calls").read_text()
+    assert "train.1.JOB.log" in calls and "combine.log" in calls
+    assert not re.search(r"(select|average|outer)\.\d+\.log", calls)
+    exp = trained[0] / "exp"
+    log = (exp / "log" / "average.1.log").read_text()
+    assert log.startswith(f"# nnet-average-models {exp}/2.1.mdl {exp}/2.2.mdl {exp}/2.avg.mdl\n# Started at ")
+    assert "Averaged parameters of 2 neural nets" in log and "# Ended (code 0)" in log
+    assert "bmuf step (momentum 0.5" in (exp / "log" / "outer.1.log").read_text()
+    assert "# Ended (code 0)" in (exp / "log" / "select.0.log").read_text()
 
 
 def test_log_wording(trained):

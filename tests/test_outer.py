@@ -190,6 +190,19 @@ def test_options_round_trip_through_argv():
     assert options.from_namespace(p.parse_args(options.to_argv(opts))) == opts
 
 
+def test_the_next_model_is_made_in_the_driver_unless_asked_or_given_a_launcher(tmp_path, egs_info):
+    def merger(launcher=None, **changes):
+        opts = options.TrainerOptions(**{"num_epochs": 3, "jobs_initial": 2, "jobs_final": 4, **changes})
+        loop = outer_loop.OuterLoop(opts, str(egs_info), str(tmp_path / "exp"), launcher)
+        return loop.merger, loop.launcher
+    made_here, cmd = merger()
+    assert isinstance(made_here, InProcessLauncher) and not isinstance(cmd, InProcessLauncher)
+    made_by_cmd, cmd = merger(average_in_driver=False)
+    assert made_by_cmd is cmd
+    rec = RecordingLauncher(str(tmp_path), lambda it, j: -1.0)
+    assert merger(rec)[0] is rec   # a caller's launcher runs everything (tests record it)
+
+
 def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
     write_egs_dir(tmp_path / "egs")
     (tmp_path / "m.yaml").write_text(SMALL_CONFIG)

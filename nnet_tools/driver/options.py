@@ -68,6 +68,11 @@ class TrainerOptions:
     averaging_fanin: int = _opt("--trainer.averaging-fanin", 0, "models per averaging job: with more jobs than "
                                 "this, average them in ceil(jobs/K) groups at once, then the groups' averages "
                                 "(weighted by size: the same average); 0 = one job averages all, as Kaldi")
+    # Not Kaldi's: there nnet3-average goes through $cmd. Here the driver, which has torch loaded,
+    # saves each iteration a queue round trip and a program start (~2 s of torch import) per step.
+    average_in_driver: bool = _opt("--trainer.average-in-driver", True, "average the jobs' models (and take the "
+                                   "outer step) in the driver's own process, logs as through --cmd; false: "
+                                   "through --cmd, as Kaldi", type=str2bool)
     # bmuf, not Kaldi's plain average: at N >= 4 it came closest to one job's samples on Fashion-MNIST
     # and on speech frames (docs/results.md, "How many jobs"); with one job its momentum is 0.
     outer_method: str = _opt("--trainer.outer.method", "bmuf", "what becomes of the averaged model: "

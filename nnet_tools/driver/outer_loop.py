@@ -15,7 +15,7 @@ from nnet_tools.data.egs import read_info
 from nnet_tools.data.textfile import read_text
 from nnet_tools.driver import commands, preflight, resume, schedule, tree_average
 from nnet_tools.driver.exp_lock import ExpLock
-from nnet_tools.driver.launcher import Launcher
+from nnet_tools.driver.launcher import InProcessLauncher, Launcher
 from nnet_tools.driver.retry import TrainingJobs
 from nnet_tools.errors import NnetError
 from nnet_tools.fileio import copy_file, write_text
@@ -52,6 +52,10 @@ class OuterLoop:
         self.frames_per_eg = schedule.passes_per_archive(opts.chunk_training, read_info(egs_dir, "frames_per_eg"))
         self.num_iters, self.to_process = preflight.check_run(opts, egs_dir, dir, self.num_archives, self.frames_per_eg)
         self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
+        # What makes each next model (select, average, outer step): light work on files the jobs
+        # wrote; in this process unless asked otherwise or a caller's launcher runs everything.
+        self.merger = (InProcessLauncher(os.path.join(dir, "log"), name)
+                       if opts.average_in_driver and launcher is None else self.launcher)
         self.jobs = TrainingJobs(self.launcher, opts, dir, egs_dir, self.warn)
         self.stall = commands.stall_limit(opts, dir, 0)   # the jobs' stall limit, set each iteration
         self.plan = schedule.plan(opts.num_epochs, self.num_archives, self.frames_per_eg, opts.jobs_initial,
@@ -149,7 +153,7 @@ class OuterLoop:
         objectives = {j: logparse.train_objective(self.jobs.log(it, j)) for j in succeeded}
         chosen = [succeeded[k] for k in select(it, [objectives[j] for j in succeeded])]
         if it == 0:
-            self.launcher.run("select.0.log", ["nnet-average-models", outputs[chosen[0] - 1], self.mdl(1)])
+            self.merger.run("select.0.log", ["nnet-average-models", outputs[chosen[0] - 1], self.mdl(1)])
         else:
             if len(chosen) < len(succeeded):
                 self.warn(f"Only {len(chosen)}/{len(succeeded)} of the models have been accepted for averaging, "
@@ -263,7 +267,7 @@ class OuterLoop:
         averaged = self.path(f"{it + 1}.avg.mdl")
         self.average_models(models, it, averaged)
         opts = self.opts
-        self.launcher.run(f"outer.{it}.log", [
+        self.merger.run(f"outer.{it}.log", [
             "nnet-outer-step", f"--method={opts.outer_method}", f"--jobs={jobs}",
             *([f"--momentum={opts.outer_momentum}"] if opts.outer_momentum is not None else []),
             *([f"--learning-rate={opts.outer_learning_rate}"] if opts.outer_learning_rate is not None else []),
@@ -275,7 +279,7 @@ class OuterLoop:
     def average_models(self, models, it, out):
         """One nnet-average-models job, or with --trainer.averaging-fanin K < len(models) a tree."""
         tree_average.average(self.launcher, models, out, f"average.{it}.log", self.opts.averaging_fanin,
-                             self.path(f"average.{it}"))
+                             self.path(f"average.{it}"), self.merger)
 
     def combine(self, final):
         iters = self.num_iters

@@ -32,12 +32,14 @@ def groups(n, fanin):
     return out
 
 
-def average(launcher, models, out, log, fanin, stage_dir):
+def average(launcher, models, out, log, fanin, stage_dir, merger=None):
     """Average ``models`` into ``out``: one nnet-average-models job logged as ``log`` (e.g.
     average.7.log) when fanin is 0 or there are at most fanin models, else the two levels, the
-    groups logged as average.7.JOB.log, their partials kept in ``stage_dir`` until done."""
+    groups logged as average.7.JOB.log, their partials kept in ``stage_dir`` until done.
+    ``merger`` (default: ``launcher``) runs the one job that writes ``out``."""
+    merger = merger or launcher
     if not fanin or len(models) <= fanin:
-        launcher.run(log, ["nnet-average-models", *models, out])
+        merger.run(log, ["nnet-average-models", *models, out])
         return
     if _SHELL_SPECIAL.search(os.path.abspath(stage_dir)):
         raise NnetError(f"{stage_dir}: averaging in groups (--trainer.averaging-fanin) needs an experiment dir "
@@ -56,6 +58,6 @@ def average(launcher, models, out, log, fanin, stage_dir):
     launcher.run(f"{stem}.JOB.log", ["nnet-average-models", os.path.join(stage_dir, "JOB", "*.mdl"),
                                      os.path.join(stage_dir, "JOB.mdl")], jobs=len(parts))
     weights = ":".join(repr(len(members) / len(models)) for members in parts)
-    launcher.run(log, ["nnet-average-models", f"--weights={weights}",
+    merger.run(log, ["nnet-average-models", f"--weights={weights}",
                        *[os.path.join(stage_dir, f"{g}.mdl") for g in range(1, len(parts) + 1)], out])
     shutil.rmtree(stage_dir)
