@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import os
 import re
+import signal
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import torch
 from helpers import SMALL_CONFIG, RecordingLauncher, drive, write_egs_dir
 from nnet_tools.data import egs
 from nnet_tools.errors import NnetError
-from nnet_tools.model import config
+from nnet_tools.model import config, model_io
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.driver import commands, manifest, options, outer_loop, resume, schedule
 from nnet_tools.train import combine, outer_optim
@@ -201,6 +202,28 @@ def test_the_next_model_is_made_in_the_driver_unless_asked_or_given_a_launcher(t
     assert made_by_cmd is cmd
     rec = RecordingLauncher(str(tmp_path), lambda it, j: -1.0)
     assert merger(rec)[0] is rec   # a caller's launcher runs everything (tests record it)
+
+
+def test_a_program_run_in_process_leaves_interrupts_to_the_host(tmp_path, monkeypatch):
+    """The driver averages in its own process: a Ctrl-C there must reach the driver (which says
+    how to resume), not end as the program's failure, and the program must not take over the
+    driver's SIGTERM handling."""
+    from nnet_tools.train import average
+    model = tmp_path / "m.mdl"
+    model_io.save(Nnet(config.normalize(config.yaml_load(SMALL_CONFIG))), model)
+    launcher = InProcessLauncher(str(tmp_path / "log"))
+    sigterm = signal.getsignal(signal.SIGTERM)
+    launcher.run("average.1.log", ["nnet-average-models", model, model, tmp_path / "2.mdl"])
+    assert signal.getsignal(signal.SIGTERM) is sigterm
+    assert "# Ended (code 0)" in (tmp_path / "log" / "average.1.log").read_text()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(average, "average_files", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        launcher.run("average.2.log", ["nnet-average-models", model, model, tmp_path / "3.mdl"])
+    log = (tmp_path / "log" / "average.2.log").read_text()
+    assert "# Ended" not in log and not (tmp_path / "3.mdl").exists()   # an unfinished task, as resume sees it
 
 
 def test_in_process_launcher_writes_logs_as_nnet_queue(tmp_path):
@@ -398,7 +421,6 @@ def test_a_model_of_another_shape_is_not_resumed_from(tmp_path, egs_info, capsys
     removing nothing (it once resumed from it, trained on and said "done"); so does a --stage that
     takes it, and a dir an older version started (no fingerprint in its manifest) checks against
     its 0.mdl."""
-    from nnet_tools.model import model_io
     drive(tmp_path, egs_info, lambda it, j: -1.0, cleanup=False)
     exp = tmp_path / "exp"
     assert manifest.read(exp)[manifest.MODEL]["num-params"] == sum(

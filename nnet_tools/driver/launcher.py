@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 
+import click
+
 from nnet_tools.cli.common import hosted
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
@@ -206,6 +208,11 @@ class InProcessLauncher(Launcher):
                 code = 0
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else 1
+            except click.exceptions.Abort as e:   # click's name for a Ctrl-C inside main: the host's to handle
+                if isinstance(e.__cause__, KeyboardInterrupt):
+                    raise e.__cause__ from None
+                print(f"ERROR ({argv[0]}) aborted", file=sys.stderr)
+                code = 1
             except Exception as e:  # noqa: BLE001 - the log says what broke, as a process's would
                 print(f"ERROR ({argv[0]}) {type(e).__name__}: {e}", file=sys.stderr)
                 code = 1
