@@ -59,6 +59,28 @@ def handlers_after():
             signal.raise_signal(s)
 
 
+# Set while a program runs inside another process (the driver's in-process launcher): the host
+# keeps its own signal handling, and an interrupt is its to handle, not the program's.
+_hosted = False
+
+
+def hosted():
+    """Whether a program now runs hosted (see ``hosting``)."""
+    return _hosted
+
+
+@contextlib.contextmanager
+def hosting():
+    """Run programs inside this process: they leave its signal handlers alone, and a Ctrl-C or
+    SIGTERM reaches it as the exception it raises, not as the program's exit."""
+    global _hosted
+    saved, _hosted = _hosted, True
+    try:
+        yield
+    finally:
+        _hosted = saved
+
+
 def _not_listening(signum, frame):
     pass
 

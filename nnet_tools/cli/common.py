@@ -1,5 +1,4 @@
 """What every program shares: logging set-up and turning NnetError into one line + exit 1."""
-import contextlib
 import functools
 import os
 import signal
@@ -10,7 +9,7 @@ import click
 from nnet_tools import log
 from nnet_tools.cli import interrupt_as_exception
 from nnet_tools.errors import NnetError, not_utf8
-from nnet_tools.procs import stop_listening
+from nnet_tools.procs import hosted, stop_listening
 
 # A --srand: torch's and numpy's generators take seeds in [0, 2^63).
 SEED = click.IntRange(0, 2 ** 63 - 1)
@@ -29,23 +28,6 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-# True while a program runs inside another process (the driver's in-process launcher): the host
-# process keeps its own signal handling, and an interrupt is its to handle, not the program's.
-_hosted = False
-
-
-@contextlib.contextmanager
-def hosted():
-    """Run programs inside this process: they leave its signal handlers alone, and a Ctrl-C or
-    SIGTERM reaches it as the exception it raises, not as the program's exit."""
-    global _hosted
-    saved, _hosted = _hosted, True
-    try:
-        yield
-    finally:
-        _hosted = saved
-
-
 def _die_of_sigterm():
     """End as SIGTERM would have ended us, so the launcher's log still says 'signal 15'."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -58,7 +40,7 @@ def program(name):
         @functools.wraps(fn)
         def run(*args, **kwargs):
             try:  # the handlers first thing inside: a signal may come as soon as they are in
-                if not _hosted:
+                if not hosted():
                     interrupt_as_exception()
                     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
                         signal.signal(signal.SIGTERM, _raise_terminated)
@@ -73,7 +55,7 @@ def program(name):
             except BrokenPipeError:
                 raise
             except ImportError as e:   # a signal inside a C extension's import comes out as its failure
-                if _hosted and isinstance(e.__cause__, (Terminated, KeyboardInterrupt)):
+                if hosted() and isinstance(e.__cause__, (Terminated, KeyboardInterrupt)):
                     raise e.__cause__ from None
                 if isinstance(e.__cause__, Terminated):
                     print(f"ERROR ({name}) terminated (SIGTERM)", file=sys.stderr, flush=True)
@@ -88,11 +70,11 @@ def program(name):
                 sys.exit(1)
             except KeyboardInterrupt:
                 print(f"ERROR ({name}) interrupted", file=sys.stderr, flush=True)
-                if _hosted:
+                if hosted():
                     raise
                 sys.exit(130)
             except Terminated:
-                if _hosted:
+                if hosted():
                     raise
                 print(f"ERROR ({name}) terminated (SIGTERM)", file=sys.stderr, flush=True)
                 _die_of_sigterm()

@@ -19,10 +19,9 @@ import sys
 
 import click
 
-from nnet_tools.cli.common import hosted
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
-from nnet_tools.procs import deferred_signals, die_with_parent
+from nnet_tools.procs import deferred_signals, die_with_parent, hosting
 from nnet_tools.queue import tasklog
 
 TICK_SECONDS = 10.0
@@ -201,7 +200,7 @@ class InProcessLauncher(Launcher):
         module, _, attr = self.programs[argv[0]].partition(":")
         main = getattr(importlib.import_module(module), attr)
         handlers, level = logger.handlers[:], logger.level  # the program points the logger at its log
-        with open(path, "a") as f, contextlib.redirect_stderr(f), contextlib.redirect_stdout(f), hosted():
+        with open(path, "a") as f, contextlib.redirect_stderr(f), contextlib.redirect_stdout(f), hosting():
             saved, sys.argv = sys.argv, argv
             try:
                 main.main(argv[1:], prog_name=argv[0], standalone_mode=False)
