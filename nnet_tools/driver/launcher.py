@@ -3,7 +3,8 @@ run.pl/queue.pl), one log per task, with the ``JOB=1:N`` array idiom.
 
 ``Launcher`` is the one every step uses. ``InProcessLauncher`` runs the same command lines through
 the programs' own entry points inside this process, one task after another, writing the same logs:
-benchmarks use it to measure the driver without paying a process start per task.
+the driver makes each next model with it (no queue round trip, no program start), and benchmarks
+use it to measure the driver without paying a process start per task.
 """
 import contextlib
 import glob
