@@ -32,14 +32,16 @@ def test_two_get_egs_at_once(tmp_path):
     run(STEPS, *SMALL_SH, "--samples-per-iter", "30", d, egs, check=True)
     before = archive_numbers(egs)
     gate = tmp_path / "go"   # the first's jobs wait for it, so the first is surely still running
+    waiting = tmp_path / "waiting"   # the first has written all it writes before its jobs
     cmd = tmp_path / "gated_cmd"
-    cmd.write_text(f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.05; done\nexec nnet-queue local "$@"\n')
+    cmd.write_text(f'#!/bin/sh\ntouch "{waiting}"\nwhile [ ! -e "{gate}" ]; do sleep 0.05; done\n'
+                   f'exec nnet-queue local "$@"\n')
     cmd.chmod(0o755)
     first = subprocess.Popen([str(STEPS), *SMALL_SH, "--samples-per-iter", "100", "--nj", "2", "--cmd", str(cmd),
                               str(d), str(egs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
     try:
-        wait_for(lambda: (egs / "split2").is_dir(), what="the first get_egs.sh to start its jobs")
+        wait_for(waiting.exists, what="the first get_egs.sh to start its jobs")
         lock_text = (egs / ge.LOCK_NAME).read_text()
         files = snapshot(egs, ge.LOCK_NAME)
         second = run(STEPS, *SMALL_SH, "--samples-per-iter", "50", d, egs)

@@ -18,6 +18,7 @@ from nnet_tools.queue import tasklog
 
 MAX_NAMED = 10   # failed tasks' logs named in the failure message
 MAX_ERROR_CHARS = 500   # of the first failed task's ERROR line, repeated there
+STALL_CHECK_SECONDS = 1.0   # how often --stall-limit looks at the running tasks' logs (a stat each)
 
 
 class Interrupted(Exception):

@@ -27,14 +27,13 @@ from nnet_tools.errors import NnetError
 from nnet_tools.fileio import make_dirs
 from nnet_tools.procs import deferred_signals
 from nnet_tools.queue import config, tasklog, wrapper
-from nnet_tools.queue.backend import Backend, Interrupted
+from nnet_tools.queue.backend import STALL_CHECK_SECONDS, Backend, Interrupted
 
 # (first, factor, most) seconds between looks: at the marker files, and at the engine.
 # Looking at the markers is a directory listing: cheap enough to do 4 times a second, and a
 # driver's iteration waits on it three times (P3: docs/results.md).
 MARKER_POLL = (0.05, 1.2, 0.25)
 ENGINE_POLL = (1.0, 2.0, 30.0)
-STALL_CHECK_SECONDS = 1.0
 # A task the engine no longer runs may still have its marker on the way (NFS caches).
 LOST_GRACE_SECONDS = 5.0
 CANCEL_WAIT_SECONDS = 60.0

@@ -26,12 +26,11 @@ import time
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.queue import guard, tasklog
-from nnet_tools.queue.backend import Backend
+from nnet_tools.queue.backend import STALL_CHECK_SECONDS, Backend
 from nnet_tools.queue.spec import THREAD_VARIABLES
 
 POLL_SECONDS = 0.05
 KILL_GRACE_SECONDS = 5.0
-STALL_CHECK_SECONDS = 1.0   # how often --stall-limit looks at the running tasks' logs
 
 
 def num_cpus():
