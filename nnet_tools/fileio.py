@@ -34,9 +34,11 @@ def temp_prefix():
 
 def pid_alive(pid):
     """Whether a process with this pid runs on this host."""
+    if pid <= 0:   # kill() takes these for process groups (0: the caller's own), never one process
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):   # OverflowError: past pid_t, so no process
         return False
     except PermissionError:
         return True
@@ -181,6 +183,36 @@ def make_dirs(directory):
         os.makedirs(directory, exist_ok=True)
     except FileExistsError:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+
+
+@contextlib.contextmanager
+def output_dir(directory):
+    """make_dirs(directory) for a block that fills it. If the block fails, the directories made here
+    (``directory`` and any parents it lacked) are removed again with what the block wrote in them:
+    a failed run leaves no empty output dir. One that existed before is never removed."""
+    missing, path = [], os.path.abspath(directory)
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    made = None   # the topmost directory this call made: each mkdir, not a guess, says it was ours
+    try:
+        for path in reversed(missing):
+            try:
+                os.mkdir(path)
+            except FileExistsError:   # made meanwhile by another process: theirs
+                continue
+            made = made or path
+        make_dirs(directory)
+    except OSError as e:  # e.g. it is a file
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
+        raise write_error(directory, e) from None
+    try:
+        yield
+    except BaseException:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
 
 
 @contextlib.contextmanager

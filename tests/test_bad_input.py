@@ -272,3 +272,57 @@ def test_driver_and_shell_step_options_are_one_line_and_exit_1(tmp_path):
         assert r.returncode == 1 and r.stderr.strip().endswith(f"invalid option {option}")
     r = run("bash", "-c", f"stage=abc; . {REPO}/steps/stages.sh")
     assert r.returncode == 1 and "--stage must be an integer, got 'abc'" in r.stderr   # ran no stage, exit 0
+
+
+def test_nan_features_or_cmvn_statistics_are_refused_not_carried_on(tmp_path):
+    """Programs that compute from features refuse a NaN or inf in them, or in CMVN statistics,
+    in one line; before, they wrote NaN outputs (every utterance's, through the statistics)."""
+    rng = np.random.default_rng(0)
+    good = {f"u{i}": rng.normal(size=(5, 6)).astype(np.float32) for i in range(3)}
+    bad = {**good, "u1": good["u1"].copy()}
+    bad["u1"][3, 2] = np.nan
+    for name, feats in (("good", good), ("bad", bad)):
+        with tables.MatrixWriter(f"ark:{tmp_path}/{name}.ark") as w:
+            for key, value in feats.items():
+                w.write(key, value)
+    with tables.IntVectorWriter(f"ark:{tmp_path}/t.ark") as w:
+        for key in good:
+            w.write(key, np.array([0, 1, 2, 3, 0], np.int32))
+    (tmp_path / "m.yaml").write_text("input-dim: 6\nlayers:\n - {type: output, dim: 4}\n")
+    run("nnet-init", tmp_path / "m.yaml", tmp_path / "m.mdl", check=True)
+    run("nnet-compute-cmvn-stats", f"ark:{tmp_path}/good.ark", tmp_path / "g.stats", check=True)
+    stats = tables.read_double_matrix(str(tmp_path / "g.stats"))
+    stats[0, 1] = np.inf
+    tables.write_double_matrix(str(tmp_path / "inf.stats"), stats)
+    in_feats = f"ark:{tmp_path}/bad.ark: utterance 'u1': NaN or infinite features (first: frame 3)"
+    out = tmp_path / "out"
+    for argv, message in (
+            (["nnet-compute", tmp_path / "m.mdl", f"ark:{tmp_path}/bad.ark", f"ark:{out}"], in_feats),
+            (["nnet-compute-prob", tmp_path / "m.mdl", f"ark:{tmp_path}/bad.ark", f"ark:{tmp_path}/t.ark"], in_feats),
+            (["nnet-apply-cmvn", tmp_path / "g.stats", f"ark:{tmp_path}/bad.ark", f"ark:{out}"], in_feats),
+            (["nnet-apply-cmvn-online", tmp_path / "g.stats", f"ark:{tmp_path}/bad.ark", f"ark:{out}"], in_feats),
+            (["nnet-compute-cmvn-stats", f"ark:{tmp_path}/bad.ark", out],
+             f"ark:{tmp_path}/bad.ark: key 'u1': NaN or infinite features (first: frame 3)"),
+            (["nnet-apply-cmvn", tmp_path / "inf.stats", f"ark:{tmp_path}/good.ark", f"ark:{out}"],
+             f"{tmp_path}/inf.stats: utterance 'u0': NaN or infinite CMVN statistics"),
+            (["nnet-apply-cmvn-online", tmp_path / "inf.stats", f"ark:{tmp_path}/good.ark", f"ark:{out}"],
+             f"{tmp_path}/inf.stats: NaN or infinite CMVN statistics")):
+        line = error_line(run(*argv))
+        assert line.endswith(message), line
+        assert not out.exists()
+
+
+def test_copy_feats_of_nothing_is_an_error_as_in_kaldi(tmp_path):
+    (tmp_path / "empty.ark").write_bytes(b"")
+    line = error_line(run("nnet-copy-feats", f"ark:{tmp_path}/empty.ark", f"ark:{tmp_path}/out.ark"))
+    assert line.endswith(f"ark:{tmp_path}/empty.ark: no feature matrices to copy")
+    assert not (tmp_path / "out.ark").exists()
+
+
+def test_split_submodels_names_a_truncated_model_file_as_one(tmp_path):
+    model_io.save(Nnet(config.normalize(config.yaml_load(SMALL_CONFIG))), tmp_path / "good.mdl")
+    (tmp_path / "half.mdl").write_bytes((tmp_path / "good.mdl").read_bytes()[:1500])
+    line = error_line(run("nnet-split-submodels", tmp_path / "half.mdl", 2, tmp_path / "split"))
+    assert line.endswith("half.mdl: not a readable nnet-tools model file "
+                         "(not a zip archive: truncated, or another format)")
+    assert not (tmp_path / "split").exists()

@@ -197,6 +197,15 @@ def test_kaldi_model_to_ours_and_back_through_the_program(tmp_path):
     assert (tmp_path / "binary.mdl").read_bytes() == (MONO / "final.mdl").read_bytes()   # gmm-copy both ways
 
 
+def test_a_program_that_reads_our_gmm_names_a_kaldi_model_as_one(tmp_path):
+    """Binary and text Kaldi final.mdl alike: the line says what it is and how to convert it."""
+    run("nnet-gmm-copy", "--binary", "false", MONO / "final.mdl", tmp_path / "text.mdl", check=True)
+    for path in (MONO / "final.mdl", tmp_path / "text.mdl"):
+        line = error_line(run("nnet-gmm-info", path))
+        assert line.endswith(f"{path}: a Kaldi model file; this program reads the .npz GMM that nnet-gmm-* "
+                             f"write (nnet-gmm-copy {path} final.npz converts a monophone one)")
+
+
 def test_a_triphone_like_model_does_not_become_ours(tmp_path):
     """Our .npz holds monophone models only: tuples that a monophone tree would not make are refused."""
     model = kaldi_gmm.read_model(MONO / "final.mdl")

@@ -186,12 +186,18 @@ def test_bad_lattice_files_are_one_line(tmp_path):
         "no_key.ark": ("0\t1\t3\t1,2,3\n", "line 1: expected a key alone on its line"),
         "binary.ark": ("u1 \0B\x96\x0b\n", "a binary lattice (Kaldi's default 'ark:')"),
         "twice.ark": ("u1 \n0\n\nu1 \n0\n\n", "duplicate key 'u1'"),
+        # cut at a line's end: Kaldi's empty line after every lattice is what tells
+        "cut.ark": ("u1 \n0\t1\t3\t1,2,3\n1\n\nu2 \n0\t1\t3\t1,2,3\n",
+                    "lattice 'u2' ends without its empty line: the archive is truncated"),
     }
     for name, (content, message) in cases.items():
         (tmp_path / name).write_bytes(content.encode())
         line = error_line(run("nnet-lattice-best-path", f"ark:{tmp_path / name}", f"ark,t:{tmp_path / 'out'}"))
         assert message in line and name in line, line
         assert not (tmp_path / "out").exists()
+    (tmp_path / "out").write_text("kept\n")
+    error_line(run("nnet-lattice-to-post", f"ark:{tmp_path / 'cut.ark'}", f"ark,t:{tmp_path / 'out'}"))
+    assert (tmp_path / "out").read_text() == "kept\n"
     line = error_line(run("nnet-lattice-best-path", f"ark:{tmp_path / 'missing.ark'}", "ark,t:-"))
     assert "no such file" in line and "missing.ark" in line
     line = error_line(run("nnet-lattice-best-path", f"ark:gunzip -c {tmp_path / 'cycle.ark'} |", "ark,t:-"))

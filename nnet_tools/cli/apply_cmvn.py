@@ -1,6 +1,7 @@
 import click
 
 from nnet_tools.data import cmvn, tables
+from nnet_tools.data.finite import require_finite
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.cli.common import program
@@ -28,6 +29,7 @@ def main(cmvn_stats, feats_rspecifier, feats_wspecifier, utt2spk, norm_means, no
     with cmvn.CmvnApplier(cmvn_stats, utt2spk, norm_means, norm_vars) as applier, \
             tables.MatrixWriter(feats_wspecifier) as writer:
         for utt, feats in tables.read_matrices(feats_rspecifier):
+            require_finite(feats, f"{feats_rspecifier}: utterance '{utt}'")
             try:
                 normalised = applier(utt, feats)
             except cmvn.MissingStats as e:

@@ -2,7 +2,8 @@ import click
 
 from nnet_tools.data import tables
 from nnet_tools.data.cmvn import read_spk2utt
-from nnet_tools.data.online_cmvn import OnlineCmvnOptions, apply_online_cmvn, speaker_state
+from nnet_tools.data.finite import require_finite
+from nnet_tools.data.online_cmvn import OnlineCmvnOptions, apply_online_cmvn, read_global_stats, speaker_state
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 from nnet_tools.cli.common import program
@@ -35,10 +36,12 @@ def main(global_stats, feats_rspecifier, feats_wspecifier, spk2utt, **options):
     """
     opts = OnlineCmvnOptions(**options)
     opts.check()
-    stats = tables.read_double_matrix(global_stats)
+    stats = read_global_stats(global_stats)
     done = frames = 0
     with tables.MatrixWriter(feats_wspecifier) as writer:
         for utt, feats, history in _utterances(feats_rspecifier, spk2utt):
+            # a NaN would spoil the speaker's later frames too, through the window
+            require_finite(feats, f"{feats_rspecifier}: utterance '{utt}'")
             normalised = apply_online_cmvn(feats, stats, opts, history.get("stats"),
                                            where=f"{feats_rspecifier}: utterance '{utt}'")
             history["stats"] = speaker_state(history.get("stats"), feats)

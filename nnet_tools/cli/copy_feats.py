@@ -2,6 +2,7 @@ import click
 
 from nnet_tools.cli.common import program
 from nnet_tools.data import tables
+from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
 
 
@@ -22,4 +23,6 @@ def main(feats_rspecifier, feats_wspecifier):
         for utt, feats in tables.read_matrices(feats_rspecifier):
             writer.write(utt, feats)
             n += 1
-    logger.info(f"Copied {n} feature matrices.")
+        logger.info(f"Copied {n} feature matrices.")
+        if not n:  # Kaldi's copy-feats exits 1 too; the writer's exit then discards the empty output
+            raise NnetError(f"{feats_rspecifier}: no feature matrices to copy")

@@ -14,7 +14,8 @@ from nnet_tools.cli.common import program
 def main(pid, egs_dir, release, verbose):
     """Take EGS_DIR/get_egs.lock for process PID and leave it held (or --release it): a shell step
     owns an egs dir for its lifetime this way. A second owner is refused, rc 1, with one line naming
-    the holder; a dead holder's lock is taken over with a warning.
+    the holder; a dead holder's lock is taken over with a warning. PID must be a running process
+    (a lock for none could never be judged dead by its pid).
 
     \b
     Example (what steps/get_egs.sh does around its jobs):

@@ -1,4 +1,5 @@
 import os
+import zipfile
 
 import click
 import torch
@@ -12,15 +13,30 @@ from nnet_tools.train import outer_optim
 from nnet_tools.model.structure import structure
 
 
+NOT_OURS = "not an outer-optimizer state written by nnet-outer-step"
+
+
 def _load_state(path):
     if path is None:
         return {}
     try:
+        # torch.save writes a zip archive: without its end record the file was cut short.
+        if not zipfile.is_zipfile(path):
+            with open(path, "rb") as f:
+                head = f.read(4)
+            what = "empty file" if not head else "truncated" if head == b"PK\x03\x04" else "another format"
+            raise NnetError(f"{path}: {NOT_OURS} ({what})")
         return torch.load(path, map_location="cpu", weights_only=True)
+    except NnetError:
+        raise
     except FileNotFoundError:
         raise NnetError(f"{path}: no such outer-optimizer state file") from None
-    except Exception as e:  # noqa: BLE001 - any unreadable file is one line
-        raise NnetError(f"{path}: not a readable outer-optimizer state file ({type(e).__name__})") from None
+    except IsADirectoryError:
+        raise NnetError(f"{path}: is a directory, not an outer-optimizer state file") from None
+    except OSError as e:
+        raise NnetError(f"{path}: cannot read outer-optimizer state file: {e.strerror}") from None
+    except Exception:  # noqa: BLE001 - torch fails in many ways on a zip archive not its own
+        raise NnetError(f"{path}: {NOT_OURS} (a damaged zip archive, or another program's)") from None
 
 
 @click.command(context_settings={"show_default": True})

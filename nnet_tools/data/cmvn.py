@@ -11,6 +11,7 @@ import numpy as np
 
 from nnet_tools.data import tables
 from nnet_tools.data.textfile import table_file
+from nnet_tools.data.finite import require_finite
 from nnet_tools.errors import NnetError, read_error
 from nnet_tools.log import logger
 
@@ -27,6 +28,7 @@ def compute_cmvn_stats(feats, weights=None, where="CMVN"):
     feats = np.asarray(feats, dtype=np.float32)
     if feats.ndim != 2 or feats.shape[1] == 0:
         raise NnetError(f"{where}: CMVN statistics need a [frames, dim] matrix, got shape {feats.shape}")
+    require_finite(feats, where)
     w = np.ones(len(feats), np.float32) if weights is None else np.asarray(weights, np.float32)
     stats = np.zeros((2, feats.shape[1] + 1))
     # Kaldi multiplies in float and adds into double; so do we.
@@ -61,6 +63,7 @@ def apply_cmvn(feats, stats, norm_means=True, norm_vars=False, where="CMVN"):
     if stats.ndim != 2 or stats.shape[0] != 2 or feats.ndim != 2 or feats.shape[1] != dim:
         raise NnetError(f"{where}: dim mismatch: CMVN statistics {'x'.join(map(str, stats.shape))}, "
                         f"features {'x'.join(map(str, feats.shape))}")
+    require_finite(stats, where, "CMVN statistics", rows=None)
     count = stats[0, dim]
     if count < 1.0:
         raise NnetError(f"{where}: insufficient statistics for CMVN: count = {count:g}")

@@ -35,7 +35,7 @@ from nnet_tools.data.egs_plan import make_plan, uttlists
 from nnet_tools.data.egs_spool import Dumper, cut_utterance, piece_names, record_dtype
 from nnet_tools.dir_lock import DirLock
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import check_writable, make_dirs, temp_dir, write_error, write_text
+from nnet_tools.fileio import check_writable, make_dirs, output_dir, pid_alive, temp_dir, write_error, write_text
 from nnet_tools.log import logger
 
 __all__ = ["EgsOptions", "get_egs", "dump_job", "merge_archive", "finish", "cut_utterance", "egs_lock",
@@ -112,12 +112,19 @@ def egs_lock(egs_dir, pid=None):
 
 def take_lock(egs_dir, pid):
     """Take EGS_DIR's lock for process ``pid`` (steps/get_egs.sh's shell) and leave it held."""
+    # A lock for no running process would be judged by its heartbeat alone, which no one beats.
+    if not pid_alive(pid):
+        why = "not a process id" if pid <= 0 else "no running process has that id"
+        raise NnetError(f"{os.path.join(egs_dir, LOCK_NAME)}: cannot take it for pid {pid}: {why}")
     _writable_dir(egs_dir)
     egs_lock(egs_dir, pid).acquire()
 
 
 def release_lock(egs_dir, pid):
-    """Release EGS_DIR's lock if process ``pid`` holds it."""
+    """Release EGS_DIR's lock if process ``pid`` holds it (a dead one's too: a shell's exit trap)."""
+    if pid <= 0:
+        raise NnetError(f"{os.path.join(egs_dir, LOCK_NAME)}: cannot release it for pid {pid}: "
+                        f"not a process id, so it can never have been taken")
     egs_lock(egs_dir, pid).release()
 
 
@@ -130,9 +137,11 @@ def get_egs(feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn=None, lock
     the caller holds it, as steps/get_egs.sh does). Returns the info values as a dict."""
     opts.check()
     plan = make_plan(targets_rspecifier, opts)
-    _start(egs_dir)
-    with egs_lock(egs_dir) if lock else contextlib.nullcontext() as held:
-        return _get_egs(plan, feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn, held)
+    # A dir this run made goes again if it fails; one that existed (get_egs.sh's, locked) stays.
+    with output_dir(egs_dir):
+        _start(egs_dir)
+        with egs_lock(egs_dir) if lock else contextlib.nullcontext() as held:
+            return _get_egs(plan, feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn, held)
 
 
 def _get_egs(plan, feats_rspecifier, targets_rspecifier, egs_dir, opts, cmvn, held):

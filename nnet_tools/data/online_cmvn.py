@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnet_tools.data import tables
+from nnet_tools.data.finite import require_finite
 from nnet_tools.data.cmvn import VAR_FLOOR, format_cmvn_opts
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
@@ -91,6 +92,13 @@ def speaker_state(speaker_stats, feats):
     return stats if speaker_stats is None else speaker_stats + stats
 
 
+def read_global_stats(path):
+    """The [2, D+1] global CMVN statistics file that online CMVN backs off to."""
+    stats = tables.read_double_matrix(path)
+    require_finite(stats, path, "CMVN statistics", rows=None)
+    return stats
+
+
 class OnlineCmvnApplier:
     """Online CMVN as a feature reader's normaliser (the CmvnApplier interface): every utterance
     from the global statistics alone, as an online decoder meets a new stream (Kaldi's
@@ -100,7 +108,7 @@ class OnlineCmvnApplier:
         self.name = global_stats
         self.options = OnlineCmvnOptions(norm_means=norm_means, norm_vars=norm_vars)
         self.options.check()
-        self.global_stats = tables.read_double_matrix(global_stats)
+        self.global_stats = read_global_stats(global_stats)
 
     def opts(self):
         """Kaldi's cmvn_opts string for these options, as get_egs records it."""

@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from nnet_tools.data import tables
+from nnet_tools.data.finite import require_finite
 from nnet_tools.evaluate.diagnostics import EVAL_BATCH, Stats
 from nnet_tools.errors import NnetError
 from nnet_tools.log import logger
@@ -15,7 +16,7 @@ from nnet_tools.model.nnet import padded
 def log_posteriors(model, feats, key="", where="", log_priors=None, device="cpu"):
     """[T, D] features -> [T, num_classes] log-posteriors, minus log-priors if given
     (scaled log-likelihoods for decoding)."""
-    _check_dim(model, feats, key, where)
+    _check_features(model, feats, key, where)
     if feats.shape[0] == 0:
         return np.zeros((0, model.output_dim), np.float32)
     model.to(device).eval()
@@ -41,7 +42,7 @@ def log_posteriors_of_table(model, utterances, where="", log_priors=None, device
     left, right = model.left_context, model.right_context
     group, rows = [], 0
     for key, feats in utterances:
-        _check_dim(model, feats, key, where)
+        _check_features(model, feats, key, where)
         if len(feats) >= EVAL_BATCH:
             yield from _joined(model, group, left, right, log_priors, device)
             group, rows = [], 0
@@ -74,9 +75,10 @@ def _joined(model, group, left, right, log_priors, device):
         start += left + len(feats) + right
 
 
-def _check_dim(model, feats, key, where):
+def _check_features(model, feats, key, where):
     if feats.shape[1] != model.input_dim:
         raise NnetError(f"{where}: utterance {key!r}: feature dim {feats.shape[1]} does not match the model's {model.input_dim}")
+    require_finite(feats, f"{where}: utterance {key!r}")
 
 
 def utterance_stats(model, feats_rspecifier, targets_rspecifier, device="cpu", cmvn=None):

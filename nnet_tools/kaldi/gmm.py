@@ -17,17 +17,7 @@ from nnet_tools.fileio import atomic_path
 from nnet_tools.kaldi import transition_model
 from nnet_tools.kaldi.stream import KaldiWriter, read_kaldi_file, write_kaldi_file
 from nnet_tools.speech.models import gmm
-from nnet_tools.speech.models.gmm import Model
-
-
-def is_kaldi_model(path):
-    """Whether ``path`` starts as a Kaldi model file does (binary or text TransitionModel)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False    # the reader that follows names the problem
-    return head.startswith(b"\0B<TransitionModel>") or head.lstrip().startswith(b"<TransitionModel>")
+from nnet_tools.speech.models.gmm import Model, is_kaldi_model
 
 
 def read_tid2pdf(path):

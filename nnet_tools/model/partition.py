@@ -23,7 +23,6 @@ beside the initial sub-models; the merge checks the trained sub-models against i
 import copy
 import math
 import os
-import zipfile
 from dataclasses import dataclass
 
 import torch
@@ -97,10 +96,18 @@ def _refuse_tdnn(cfg, where):
 def read_full(path):
     """(full config, presoftmax scale or None) from a YAML model config or from a model file
     (its stored config and its output layer's fixed scale)."""
-    if zipfile.is_zipfile(path):  # torch.save's format; a YAML file never is one
-        model = model_io.load(path)
+    if _starts_as_zip(path):  # torch.save's format; a YAML file never is one
+        model = model_io.load(path)   # which names a cut one as such
         return model.config, model.layers[-1].presoftmax_scale
     return config_mod.load(path), None
+
+
+def _starts_as_zip(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False   # config_mod.load names the problem
 
 
 def split_to_dir(cfg, k, out_dir, srand=0, allow_uneven=False, where="<config>", presoftmax_scale=None):

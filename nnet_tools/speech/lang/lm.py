@@ -25,7 +25,7 @@ import shutil
 from nnet_tools.cpp_stderr import stderr_captured
 from nnet_tools.data.textfile import read_text
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path, copy_file, make_dirs, write_error, write_text
+from nnet_tools.fileio import atomic_path, copy_file, output_dir, write_error, write_text
 
 BOS, EOS = "<s>", "</s>"
 # utils/format_lm.sh copies these of the lang dir, then adds G.fst.
@@ -248,20 +248,17 @@ def format_lm(lang_dir, arpa_path, out_dir):
         if not os.path.exists(os.path.join(lang_dir, name)):
             raise NnetError(f"{os.path.join(lang_dir, name)}: no such file (is {lang_dir} a lang dir?)")
     same = os.path.abspath(lang_dir) == os.path.abspath(out_dir)
-    try:
-        make_dirs(out_dir)
-    except OSError as e:
-        raise write_error(out_dir, e) from None
-    # G first: a bad ARPA leaves out_dir as it was.
-    g, warning = arpa_to_fst(arpa_path, os.path.join(lang_dir, "words.txt"), os.path.join(out_dir, "G.fst"))
-    if not same:
-        for name in LANG_FILES:
-            copy_file(os.path.join(lang_dir, name), os.path.join(out_dir, name))
-        phones = os.path.join(out_dir, "phones")
-        if os.path.isdir(phones):
-            shutil.rmtree(phones)
-        try:
-            shutil.copytree(os.path.join(lang_dir, "phones"), phones)
-        except OSError as e:
-            raise write_error(phones, e) from None
+    with output_dir(out_dir):   # an out_dir this run made goes again if it fails
+        # G first: a bad ARPA leaves an existing out_dir as it was.
+        g, warning = arpa_to_fst(arpa_path, os.path.join(lang_dir, "words.txt"), os.path.join(out_dir, "G.fst"))
+        if not same:
+            for name in LANG_FILES:
+                copy_file(os.path.join(lang_dir, name), os.path.join(out_dir, name))
+            phones = os.path.join(out_dir, "phones")
+            if os.path.isdir(phones):
+                shutil.rmtree(phones)
+            try:
+                shutil.copytree(os.path.join(lang_dir, "phones"), phones)
+            except OSError as e:
+                raise write_error(phones, e) from None
     return g, warning

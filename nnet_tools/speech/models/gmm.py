@@ -15,6 +15,7 @@ import zipfile
 
 import numpy as np
 
+from nnet_tools.data.finite import require_finite
 from nnet_tools.errors import NnetError, read_error
 from nnet_tools.fileio import atomic_path
 from nnet_tools.log import logger
@@ -119,8 +120,7 @@ def usable_features(feats, dim, where):
         return False
     if dim is not None and feats.shape[1] != dim:
         raise NnetError(f"{where}: feature dim {feats.shape[1]} does not match the model's {dim}")
-    if not np.isfinite(feats).all():
-        raise NnetError(f"{where}: NaN or infinite features")
+    require_finite(feats, where)
     return True
 
 
@@ -236,7 +236,20 @@ def _check_model_arrays(d, path):
         raise NnetError(f"{path}: corrupt GMM model: variances must be positive and weights non-negative")
 
 
+def is_kaldi_model(path):
+    """Whether ``path`` starts as a Kaldi model file does (binary or text TransitionModel)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False    # the reader that follows names the problem
+    return head.startswith(b"\0B<TransitionModel>") or head.lstrip().startswith(b"<TransitionModel>")
+
+
 def load(path):
+    if is_kaldi_model(path):   # the programs' examples say final.mdl: ours, but Kaldi's has that name too
+        raise NnetError(f"{path}: a Kaldi model file; this program reads the .npz GMM that nnet-gmm-* write "
+                        f"(nnet-gmm-copy {path} final.npz converts a monophone one)")
     d = load_npz(path, "GMM model")
     if str(d.get("format", "")) != FORMAT:
         raise NnetError(f"{path}: not a GMM model written by nnet-gmm-* (format '{d.get('format', '')}')")

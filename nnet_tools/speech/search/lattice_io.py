@@ -162,8 +162,9 @@ def _read_entries(rspecifier, target):
             else:
                 yield key, parser.lattice(key, lines)
                 key = None
-        if key is not None:
-            yield key, parser.lattice(key, lines)
+        if key is not None:  # Kaldi ends every lattice with an empty line: the archive was cut
+            raise NnetError(f"{rspecifier}: lattice '{key}' ends without its empty line: "
+                            f"the archive is truncated")
 
 
 @contextlib.contextmanager
