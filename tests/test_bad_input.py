@@ -326,3 +326,13 @@ def test_split_submodels_names_a_truncated_model_file_as_one(tmp_path):
     assert line.endswith("half.mdl: not a readable nnet-tools model file "
                          "(not a zip archive: truncated, or another format)")
     assert not (tmp_path / "split").exists()
+
+
+def test_a_binary_archive_read_as_scp_is_named_as_one(tmp_path):
+    with tables.MatrixWriter(f"ark,scp:{tmp_path}/f.ark,{tmp_path}/f.scp") as w:
+        w.write("u1", np.zeros((2, 3), np.float32))
+    with pytest.raises(NnetError, match=r"^scp:.*f.ark: a binary archive, not a script file \(read it as ark:\)$"):
+        list(tables.read_matrices(f"scp:{tmp_path}/f.ark"))
+    with pytest.raises(NnetError, match="a binary archive, not a script file"):
+        tables.RandomAccessMatrices(f"scp:{tmp_path}/f.ark")
+    assert [k for k, _ in tables.read_matrices(f"scp:{tmp_path}/f.scp")] == ["u1"]   # the real scp reads

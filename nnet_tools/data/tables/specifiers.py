@@ -30,10 +30,20 @@ def split_specifier(specifier, kind_of):
 
 def check_rspecifier(rspecifier):
     """Reject what is malformed or names a missing file; return whether it opens a pipe."""
-    _, target = split_specifier(rspecifier, "rspecifier")
+    types, target = split_specifier(rspecifier, "rspecifier")
     if is_plain_file(target):
         check_input_file(rspecifier, file_of(target))
+        if types == ["scp"] and os.path.isfile(target) and _starts_as_binary_archive(target):
+            raise NnetError(f"{rspecifier}: a binary archive, not a script file (read it as ark:)")
     return is_pipe(target)
+
+
+def _starts_as_binary_archive(path):
+    """Whether the file's first line is a key and Kaldi's binary header, as an archive's is; Kaldi
+    would read the binary as a file name and fail to open it."""
+    with open(path, "rb") as f:
+        key, space, rest = f.read(256).partition(b" ")
+    return bool(key) and b"\n" not in key and rest.startswith(b"\0B")
 
 
 def check_input_file(name, path):
