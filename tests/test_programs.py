@@ -127,13 +127,16 @@ def test_help_has_an_example():
 
 
 def test_usage_errors_exit_1_as_kaldi_programs_do():
-    r = run("nnet-average-models")
-    assert r.returncode == 1 and "Missing argument" in r.stderr
+    """In one ERROR line, as any other bad input, pointing at --help."""
+    assert error_line(run("nnet-average-models")) == \
+        "ERROR (nnet-average-models) Missing argument 'MODELS...' (see nnet-average-models --help)"
     r = run("nnet-train-one-job", "--learning-rate", "abc", "a", "b", "c")
-    assert r.returncode == 1 and "'abc' is not a valid float" in r.stderr
+    assert "'abc' is not a valid float" in error_line(r) and "Usage:" not in r.stderr
     for option, value in (("--job", "0"), ("--archives-processed", "-7")):   # once trained on some archive
         r = run("nnet-train-one-job", "--learning-rate", "0.1", option, value, "a", "b", "c")
-        assert r.returncode == 1 and f"Invalid value for '{option}'" in r.stderr
+        assert f"Invalid value for '{option}'" in error_line(r)
+    assert error_line(run("nnet-compute", "--bogus", "3", "m", "ark:f", "ark:o")) == \
+        "ERROR (nnet-compute) No such option '--bogus' (see nnet-compute --help)"
 
 
 def test_an_egs_archive_given_as_a_table_says_so(tmp_path):

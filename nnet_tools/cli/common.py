@@ -18,6 +18,18 @@ SEED = click.IntRange(0, 2 ** 63 - 1)
 click.exceptions.UsageError.exit_code = 1
 
 
+def _show_usage_error(self, file=None):
+    """Bad usage is one ERROR line like any other bad input (click prints usage, a hint and the
+    error over 3-5 lines); --help has the usage."""
+    prog = self.ctx.command_path if self.ctx is not None else os.path.basename(sys.argv[0])
+    message = self.format_message()
+    message = message[:-1] if message.endswith(".") else message
+    print(f"ERROR ({prog}) {message} (see {prog} --help)", file=file or sys.stderr, flush=True)
+
+
+click.exceptions.UsageError.show = _show_usage_error
+
+
 class Terminated(BaseException):
     """SIGTERM (a queue's scancel/qdel, a launcher stopping its tasks) as an exception, so that
     writers remove their temp files on the way out as they do on any other failure."""
