@@ -185,16 +185,14 @@ def make_dirs(directory):
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
 
 
-@contextlib.contextmanager
-def output_dir(directory):
-    """make_dirs(directory) for a block that fills it. If the block fails, the directories made here
-    (``directory`` and any parents it lacked) are removed again with what the block wrote in them:
-    a failed run leaves no empty output dir. One that existed before is never removed."""
+def make_new_dirs(directory):
+    """make_dirs(directory); returns the topmost directory it made (None if all were there), for
+    a caller that removes it again when what it was made for fails. OSError as make_dirs."""
     missing, path = [], os.path.abspath(directory)
     while not os.path.lexists(path):
         missing.append(path)
         path = os.path.dirname(path)
-    made = None   # the topmost directory this call made: each mkdir, not a guess, says it was ours
+    made = None   # each mkdir, not a guess, says it was ours
     try:
         for path in reversed(missing):
             try:
@@ -203,9 +201,21 @@ def output_dir(directory):
                 continue
             made = made or path
         make_dirs(directory)
-    except OSError as e:  # e.g. it is a file
+    except OSError:  # e.g. it is a file
         if made:
             shutil.rmtree(made, ignore_errors=True)
+        raise
+    return made
+
+
+@contextlib.contextmanager
+def output_dir(directory):
+    """make_dirs(directory) for a block that fills it. If the block fails, the directories made here
+    (``directory`` and any parents it lacked) are removed again with what the block wrote in them:
+    a failed run leaves no empty output dir. One that existed before is never removed."""
+    try:
+        made = make_new_dirs(directory)
+    except OSError as e:
         raise write_error(directory, e) from None
     try:
         yield

@@ -20,8 +20,8 @@ for f in $data/feats.scp $data/cmvn.scp $data/text $srcdir/final.mdl; do
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
 utils/validate_data_dir.sh --lang $lang $data
-mkdir -p $dir/log
 utils/split_data.sh $data $nj
+mkdir -p $dir/log
 sdata=$data/split$nj
 utils/atomic_write.sh $dir/final.mdl cat $srcdir/final.mdl
 for f in tree final.mat splice_opts final.alimdl; do

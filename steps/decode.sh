@@ -45,9 +45,9 @@ for f in $graphdir/HCLG.fst $data/feats.scp $trans_model ${priors:+$priors}; do
 done
 # Test words the graph cannot output are counted (each is an error in scoring); wrong case refused.
 utils/validate_data_dir.sh $([ -f $data/text ] || echo --no-text) --lang $graphdir $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
-utils/split_data.sh $data $nj
 sdata=$data/split$nj
 # CMVN as Kaldi applies it, when the data dir has cmvn.scp (a dir of normalised features has none).
 feats="scp:$sdata/JOB/feats.scp"

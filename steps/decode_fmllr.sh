@@ -29,9 +29,9 @@ for f in $graphdir/HCLG.fst $graphdir/phones/silence.csl $data/feats.scp $data/c
   [ -f $f ] || { echo "$0: expected file $f to exist" 1>&2; exit 1; }
 done
 utils/validate_data_dir.sh $([ -f $data/text ] || echo --no-text) --lang $graphdir $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
-utils/split_data.sh $data $nj
 sdata=$data/split$nj
 mdl=$srcdir/final.mdl
 sifeats=$(steps/gmm_feats.sh $sdata $srcdir)

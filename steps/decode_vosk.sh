@@ -18,9 +18,9 @@ for f in $model/am/final.mdl $model/graph/HCLG.fst $model/graph/words.txt $data/
 done
 [ -f $data/segments ] && { echo "$0: $data/segments: vosk decodes whole recordings; cut the segments to wavs first" 1>&2; exit 1; }
 utils/validate_data_dir.sh --no-feats $([ -f $data/text ] || echo --no-text) --lang $model/graph $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
-utils/split_data.sh $data $nj
 # An earlier decode's files here (lattices, more jobs' words) would be scored with these.
 rm -f $dir/lat.*.gz $dir/words.*.txt
 $cmd JOB=1:$nj $dir/log/decode.JOB.log \

@@ -18,9 +18,9 @@ data=$1; logdir=${2:-$data/log}; featdir=${3:-$data/data}
 [ -f $data/wav.scp ] || { echo "$0: expected file $data/wav.scp to exist" 1>&2; exit 1; }
 utils/validate_data_dir.sh --no-text --no-feats $data > /dev/null
 name=$(basename $data)
+utils/split_data.sh $data $nj
 mkdir -p $logdir $featdir
 featdir=$(cd $featdir && pwd)
-utils/split_data.sh $data $nj
 opts=(--type $feat_type); [ -n "$conf" ] && opts+=(--config $conf)
 [ -f $data/segments ] && opts+=(--segments $data/split$nj/JOB/segments)
 $cmd JOB=1:$nj $logdir/make_${feat_type}_$name.JOB.log \

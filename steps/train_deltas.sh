@@ -26,9 +26,9 @@ for f in $alidir/final.mdl $alidir/ali.1.ark $alidir/num_jobs $data/feats.scp $d
 done
 nj=$(cat $alidir/num_jobs)   # split as the alignments are: job JOB's features are ali.JOB's
 utils/validate_data_dir.sh --lang $lang $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
-utils/split_data.sh $data $nj
 sdata=$data/split$nj
 
 if [ $stage -le -4 ]; then

@@ -32,10 +32,10 @@ for f in $alidir/final.mdl $alidir/ali.1.ark $alidir/num_jobs $data/feats.scp $d
 done
 nj=$(cat $alidir/num_jobs)   # split as the alignments are: job JOB's features are ali.JOB's
 utils/validate_data_dir.sh --lang $lang $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
 utils/atomic_write.sh $dir/splice_opts echo "$splice_opts"
-utils/split_data.sh $data $nj
 sdata=$data/split$nj
 silphones=$(cat $lang/phones/silence.csl)
 spliced="ark:nnet-apply-cmvn --utt2spk $sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | nnet-splice-feats $splice_opts ark:- ark:- |"

@@ -30,9 +30,9 @@ done
 # The data dir as Kaldi's validate_data_dir.sh checks it, and its words against the lexicon's:
 # OOVs counted (nnet-gmm-align maps them to oov.txt's word), a text in the wrong case refused.
 utils/validate_data_dir.sh --lang $lang $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
-utils/split_data.sh $data $nj
 sdata=$data/split$nj
 feats="ark:$dir/feats.JOB.ark"
 

@@ -32,13 +32,13 @@ for f in $alidir/final.mdl $alidir/ali.1.ark $alidir/num_jobs $data/feats.scp $d
 done
 nj=$(cat $alidir/num_jobs)   # split as the alignments are: job JOB's features are ali.JOB's
 utils/validate_data_dir.sh --lang $lang $data
+utils/split_data.sh $data $nj
 mkdir -p $dir/log
 utils/atomic_write.sh $dir/num_jobs echo $nj
 for f in final.mat splice_opts; do   # the features stay the alignment dir's
   rm -f $dir/$f
   if [ -f $alidir/$f ]; then utils/atomic_write.sh $dir/$f cat $alidir/$f; fi
 done
-utils/split_data.sh $data $nj
 sdata=$data/split$nj
 silphones=$(cat $lang/phones/silence.csl)
 sifeats=$(steps/gmm_feats.sh $sdata $alidir)

@@ -169,3 +169,25 @@ def test_outer_step_names_a_bad_state_file_in_user_words(tmp_path, small_model, 
     assert line.endswith(f"bad.outer: not an outer-optimizer state written by nnet-outer-step ({what})")
     assert not re.search(r"Error\b|Unpickling|Exception", line) and "Traceback" not in r.stderr
     assert not (tmp_path / "s.outer").exists() and not (tmp_path / "o.mdl").exists()
+
+
+# --- the training driver ----------------------------------------------------------------------
+
+def test_a_driver_refused_before_any_work_leaves_no_dir_it_made(tmp_path, egs_info):
+    """Its options pass, then the config is bad: the exp dir (and the parents) it made go again;
+    an exp dir that was there stays. Options refused before that make no dir at all."""
+    from nnet_tools.driver import options, outer_loop
+    from helpers import RecordingLauncher
+    (tmp_path / "bad.yaml").write_text("input-dim: 6\nlayers:\n - {name: h, type: foo, dim: 16}\n")
+    opts = options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4)
+    (tmp_path / "old").mkdir()
+    for exp in (tmp_path / "a" / "b" / "exp", tmp_path / "old"):
+        loop = outer_loop.OuterLoop(opts, str(tmp_path / "egs"), str(exp), RecordingLauncher(str(tmp_path), None))
+        assert (exp / "log").is_dir()
+        with pytest.raises(NnetError, match="unknown layer type 'foo'"):
+            loop.check_start(None, str(tmp_path / "bad.yaml"))
+        assert sorted(os.listdir(tmp_path)) == ["bad.yaml", "egs", "old"] and os.listdir(tmp_path / "old") == []
+    with pytest.raises(NnetError, match="averaging-fanin must be 0"):
+        outer_loop.OuterLoop(options.TrainerOptions(num_epochs=3, jobs_initial=2, jobs_final=4, averaging_fanin=1),
+                             str(tmp_path / "egs"), str(tmp_path / "new"), RecordingLauncher(str(tmp_path), None))
+    assert not (tmp_path / "new").exists()

@@ -21,6 +21,30 @@ def test_stage_scripts_check_their_numbers(tmp_path, script, args, message):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_refused_nj_makes_no_dir_and_leaves_an_existing_dirs_num_jobs(tmp_path):
+    """split_data.sh refuses more jobs than speakers: before, the step had already made its dirs
+    and written the new num_jobs over an existing dir's (whose alignments later steps split by it)."""
+    for name in ("steps", "utils"):
+        (tmp_path / name).symlink_to(REPO / name)
+    data, lang = tmp_path / "data", tmp_path / "lang"
+    (lang / "phones").mkdir(parents=True)
+    data.mkdir()
+    for name, text in (("wav.scp", "u1 /x.wav"), ("utt2spk", "u1 s1"), ("spk2utt", "s1 u1"), ("text", "u1 one"),
+                       ("feats.scp", "u1 f.ark:1"), ("cmvn.scp", "s1 c.ark:1")):
+        (data / name).write_text(text + "\n")
+    for name in ("L.fst", "topo", "phones/sets.int"):   # what train_mono.sh checks before the split
+        (lang / name).write_text("")
+    (lang / "words.txt").write_text("<eps> 0\none 1\n")
+    (tmp_path / "exp/mono").mkdir(parents=True)
+    (tmp_path / "exp/mono/num_jobs").write_text("1\n")
+    for argv in (["steps/train_mono.sh", "--nj", "2", "data", "lang", "exp/mono"],
+                 ["steps/make_feats.sh", "--nj", "2", "data", "exp/make_mfcc/log", "exp/make_mfcc/mfcc"]):
+        r = subprocess.run(["bash", *argv], cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 1 and r.stderr.splitlines()[-1].endswith("data has 1 speakers, fewer than 2 jobs")
+    assert (tmp_path / "exp/mono/num_jobs").read_text() == "1\n" and os.listdir(tmp_path / "exp") == ["mono"]
+    assert os.listdir(tmp_path / "exp/mono") == ["num_jobs"]
+
+
 def test_parse_options_stops_at_double_dash_and_leaves_the_rest():
     """train_hybrid_dnn.sh passes what follows '--' to train_dnn.py; parse_options.sh once took
     '--' for an option and refused it ('invalid option --')."""

@@ -8,6 +8,7 @@ commands.py's.
 """
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -50,8 +51,9 @@ class OuterLoop:
         self.num_archives = read_info(egs_dir, "num_archives")
         # The schedule's unit: an archive at one label position, or with chunk training a whole archive.
         self.frames_per_eg = schedule.passes_per_archive(opts.chunk_training, read_info(egs_dir, "frames_per_eg"))
-        self.num_iters, self.to_process = preflight.check_run(opts, egs_dir, dir, self.num_archives, self.frames_per_eg)
-        self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)
+        self.launcher = launcher or Launcher(opts.cmd, os.path.join(dir, "log"), name)   # checks --cmd
+        self.num_iters, self.to_process, self.made = preflight.check_run(opts, egs_dir, dir, self.num_archives,
+                                                                          self.frames_per_eg)
         # What makes each next model (select, average, outer step): light work on files the jobs
         # wrote; in this process unless asked otherwise or a caller's launcher runs everything.
         self.merger = (InProcessLauncher(os.path.join(dir, "log"), name)
@@ -166,7 +168,13 @@ class OuterLoop:
             raise NnetError(f"{self.mdl(it + 1)} is empty")
 
     def check_start(self, stage, config, input_model=None):
-        preflight.check_start(self.opts, self.egs_dir, self.num_iters, self.stage_flag, stage, config, input_model)
+        try:
+            preflight.check_start(self.opts, self.egs_dir, self.num_iters, self.stage_flag, stage, config, input_model)
+        except NnetError:
+            if self.made:   # refused before any work: leave no empty dir behind
+                shutil.rmtree(self.made, ignore_errors=True)
+                self.made = None
+            raise
 
     # -- the stages' parts -----------------------------------------------------------------------
     def resumable(self, it):

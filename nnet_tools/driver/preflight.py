@@ -9,15 +9,16 @@ from nnet_tools import device
 from nnet_tools.data.egs import EgsArchive, read_info
 from nnet_tools.driver import dropout_schedule, options, schedule
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import check_writable, make_dirs
+from nnet_tools.fileio import check_writable, make_new_dirs
 from nnet_tools.model import config as config_mod, model_io
 
 SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 
 
 def check_run(opts, egs_dir, dir, num_archives, frames_per_eg):
-    """The options and paths of a run on ``egs_dir`` in ``dir`` (made here, with its log/);
-    returns (iterations, archives to process), as schedule.num_iters."""
+    """The options and paths of a run on ``egs_dir`` in ``dir`` (made here, with its log/, once the
+    options pass); returns (iterations, archives to process), as schedule.num_iters, and the
+    topmost directory made (None if ``dir`` was there)."""
     if opts.jobs_final > num_archives:
         raise NnetError(f"num-jobs-final {opts.jobs_final} > number of archives {num_archives} in {egs_dir}")
     options.check(opts, num_archives)
@@ -31,18 +32,18 @@ def check_run(opts, egs_dir, dir, num_archives, frames_per_eg):
     if not 1 <= num_iters <= options.MAX_ITERATIONS:
         raise NnetError(f"--trainer.num-epochs {opts.num_epochs} gives {num_iters} iterations on "
                         f"{num_archives} archives of {frames_per_eg} frames per eg; need 1 to {options.MAX_ITERATIONS}")
-    try:
-        make_dirs(os.path.join(dir, "log"))
-    except OSError as e:
-        raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
-    for d in (dir, os.path.join(dir, "log")):   # else every job fails, is retried, and names logs never written
-        check_writable(d)
     if opts.dropout_schedule:
         dropout_schedule.parse(opts.dropout_schedule, where="--trainer.dropout-schedule")
     if opts.averaging_fanin < 0 or opts.averaging_fanin == 1:
         raise NnetError(f"--trainer.averaging-fanin must be 0 (one job averages all models) or at least 2, "
                         f"got {opts.averaging_fanin}")
-    return num_iters, to_process
+    try:
+        made = make_new_dirs(os.path.join(dir, "log"))
+    except OSError as e:
+        raise NnetError(f"{dir}: cannot make the experiment dir: {e.strerror}") from None
+    for d in (dir, os.path.join(dir, "log")):   # else every job fails, is retried, and names logs never written
+        check_writable(d)
+    return num_iters, to_process, made
 
 
 def check_gpu(opts):
