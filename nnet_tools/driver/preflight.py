@@ -18,7 +18,7 @@ SHELL_CHARS = re.compile(r"[$`\\|&;<>()*?\[\]{}!'\"]")
 def check_run(opts, egs_dir, dir, num_archives, frames_per_eg):
     """The options and paths of a run on ``egs_dir`` in ``dir`` (made here, with its log/, once the
     options pass); returns (iterations, archives to process), as schedule.num_iters, and the
-    topmost directory made (None if ``dir`` was there)."""
+    topmost directory made (None if ``dir`` and its log/ were there)."""
     if opts.jobs_final > num_archives:
         raise NnetError(f"num-jobs-final {opts.jobs_final} > number of archives {num_archives} in {egs_dir}")
     options.check(opts, num_archives)

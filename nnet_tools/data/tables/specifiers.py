@@ -42,7 +42,7 @@ def _starts_as_binary_archive(path):
     """Whether the file's first line is a key and Kaldi's binary header, as an archive's is; Kaldi
     would read the binary as a file name and fail to open it."""
     with open(path, "rb") as f:
-        key, space, rest = f.read(256).partition(b" ")
+        key, _, rest = f.read(256).partition(b" ")
     return bool(key) and b"\n" not in key and rest.startswith(b"\0B")
 
 
