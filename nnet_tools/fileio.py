@@ -32,6 +32,13 @@ def temp_prefix():
     return f"{TEMP_PREFIX}{_host()}.{os.getpid()}."
 
 
+def starts_as_zip(path):
+    """Whether a file begins as a zip archive (torch.save's format) does, whole or cut short
+    (zipfile.is_zipfile needs the end). OSError if it cannot be read."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
 def pid_alive(pid):
     """Whether a process with this pid runs on this host."""
     if pid <= 0:   # kill() takes these for process groups (0: the caller's own), never one process

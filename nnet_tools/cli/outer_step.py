@@ -6,7 +6,7 @@ import torch
 
 from nnet_tools.cli.common import program
 from nnet_tools.errors import NnetError
-from nnet_tools.fileio import atomic_path
+from nnet_tools.fileio import atomic_path, starts_as_zip
 from nnet_tools.log import logger
 from nnet_tools.model import model_io
 from nnet_tools.train import outer_optim
@@ -22,9 +22,8 @@ def _load_state(path):
     try:
         # torch.save writes a zip archive: without its end record the file was cut short.
         if not zipfile.is_zipfile(path):
-            with open(path, "rb") as f:
-                head = f.read(4)
-            what = "empty file" if not head else "truncated" if head == b"PK\x03\x04" else "another format"
+            what = ("empty file" if os.path.getsize(path) == 0
+                    else "truncated" if starts_as_zip(path) else "another format")
             raise NnetError(f"{path}: {NOT_OURS} ({what})")
         return torch.load(path, map_location="cpu", weights_only=True)
     except NnetError:

@@ -42,12 +42,12 @@ def log_posteriors_of_table(model, utterances, where="", log_priors=None, device
     left, right = model.left_context, model.right_context
     group, rows = [], 0
     for key, feats in utterances:
-        _check_features(model, feats, key, where)
-        if len(feats) >= EVAL_BATCH:
+        if len(feats) >= EVAL_BATCH:   # log_posteriors checks it
             yield from _joined(model, group, left, right, log_priors, device)
             group, rows = [], 0
             yield key, log_posteriors(model, feats, key, where, log_priors, device)
             continue
+        _check_features(model, feats, key, where)
         group.append((key, feats))
         rows += left + len(feats) + right
         if rows >= EVAL_BATCH:

@@ -31,7 +31,7 @@ import yaml
 from nnet_tools.model import config as config_mod
 from nnet_tools.model import model_io
 from nnet_tools.errors import NnetError, read_error
-from nnet_tools.fileio import temp_dir, write_text, writing
+from nnet_tools.fileio import starts_as_zip, temp_dir, write_text, writing
 from nnet_tools.log import logger
 from nnet_tools.model.nnet import Nnet
 from nnet_tools.model.nonlinearity import is_stat
@@ -96,18 +96,14 @@ def _refuse_tdnn(cfg, where):
 def read_full(path):
     """(full config, presoftmax scale or None) from a YAML model config or from a model file
     (its stored config and its output layer's fixed scale)."""
-    if _starts_as_zip(path):  # torch.save's format; a YAML file never is one
+    try:
+        zipped = starts_as_zip(path)  # torch.save's format; a YAML file never is one
+    except OSError:
+        zipped = False   # config_mod.load names the problem
+    if zipped:
         model = model_io.load(path)   # which names a cut one as such
         return model.config, model.layers[-1].presoftmax_scale
     return config_mod.load(path), None
-
-
-def _starts_as_zip(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"PK\x03\x04"
-    except OSError:
-        return False   # config_mod.load names the problem
 
 
 def split_to_dir(cfg, k, out_dir, srand=0, allow_uneven=False, where="<config>", presoftmax_scale=None):
