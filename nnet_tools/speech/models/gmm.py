@@ -247,10 +247,13 @@ def is_kaldi_model(path):
 
 
 def load(path):
-    if is_kaldi_model(path):   # the programs' examples say final.mdl: ours, but Kaldi's has that name too
-        raise NnetError(f"{path}: a Kaldi model file; this program reads the .npz GMM that nnet-gmm-* write "
-                        f"(nnet-gmm-copy {path} final.npz converts a monophone one)")
-    d = load_npz(path, "GMM model")
+    try:
+        d = load_npz(path, "GMM model")
+    except NnetError:
+        if is_kaldi_model(path):   # the programs' examples say final.mdl: ours, but Kaldi's has that name too
+            raise NnetError(f"{path}: a Kaldi model file; this program reads the .npz GMM that nnet-gmm-* write "
+                            f"(nnet-gmm-copy {path} final.npz converts a monophone one)") from None
+        raise
     if str(d.get("format", "")) != FORMAT:
         raise NnetError(f"{path}: not a GMM model written by nnet-gmm-* (format '{d.get('format', '')}')")
     _check_model_arrays(d, path)
